@@ -1,0 +1,79 @@
+"""The structure every extractor returns: typed blocks plus document-level metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class DocumentFormat(StrEnum):
+    PDF = "pdf"
+    DOCX = "docx"
+    HTML = "html"
+    MARKDOWN = "markdown"
+    TXT = "txt"
+
+
+class BlockKind(StrEnum):
+    HEADING = "heading"
+    PARAGRAPH = "paragraph"
+    TABLE = "table"
+    LIST = "list"
+    CODE = "code"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One structural unit of a document, in reading order.
+
+    `level` is the heading level (1 = top) for headings and 0 otherwise. `page` is the
+    1-based page the block starts on, where the format has pages (PDF), else None.
+    Tables are rendered as one row per line with cells separated by `" | "`.
+    """
+
+    text: str
+    kind: BlockKind = BlockKind.PARAGRAPH
+    level: int = 0
+    page: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """What `detect()` found: the format and, for text formats, the character encoding."""
+
+    format: DocumentFormat
+    encoding: str | None = None
+
+
+@dataclass(slots=True)
+class ExtractedDocument:
+    """Blocks in reading order and what the file says about itself.
+
+    `extra` holds format-specific facts worth keeping as metadata (HTML description,
+    Markdown front matter, detected encoding, ...), JSON-serialisable.
+    """
+
+    format: DocumentFormat
+    blocks: list[Block]
+    pages: int | None = None
+    title: str | None = None
+    author: str | None = None
+    created: datetime | None = None
+    modified: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+BLOCK_SEPARATOR = "\n\n"
+"""What stands between two blocks in a document's full text (and so in chunk offsets)."""
+
+
+def join_blocks(blocks: list[Block]) -> tuple[str, list[int]]:
+    """Return the document's full text and the start offset of each block in it."""
+    starts: list[int] = []
+    position = 0
+    for block in blocks:
+        starts.append(position)
+        position += len(block.text) + len(BLOCK_SEPARATOR)
+    return BLOCK_SEPARATOR.join(block.text for block in blocks), starts

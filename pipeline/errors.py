@@ -1,0 +1,95 @@
+"""The exception tree every stage raises; only `api/errors.py` maps it to HTTP.
+
+    IngestError                       code: str, message: str
+    ├── PermanentError                retrying cannot help; the job fails with `code`
+    │   ├── EmptyDocument             empty_document
+    │   ├── UnsupportedFormat         unsupported_format
+    │   ├── EncryptedDocument         encrypted_document
+    │   ├── CorruptDocument           corrupt_document
+    │   ├── NoTextFound               no_text_found
+    │   ├── DocumentTooLarge          document_too_large
+    │   ├── InvalidMetadata           invalid_metadata
+    │   └── EmbeddingFailed           embedding_failed
+    └── TransientError                worth retrying with backoff
+        ├── ProviderRateLimited       rate_limited
+        ├── ProviderTimeout           timeout
+        └── DependencyUnavailable     dependency_unavailable
+
+Third-party exceptions are translated once, where they are raised, with `raise ... from exc`.
+"""
+
+from __future__ import annotations
+
+
+class IngestError(Exception):
+    """Base of every docingest error; `code` is stable and part of the API."""
+
+    code: str = "ingest_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the error in the contract's `{"code", "message"}` shape."""
+        return {"code": self.code, "message": self.message}
+
+
+class PermanentError(IngestError):
+    """The input or configuration is at fault; retrying gives the same answer."""
+
+    code = "permanent_error"
+
+
+class TransientError(IngestError):
+    """A dependency failed in a way that may pass; retry with backoff."""
+
+    code = "transient_error"
+
+
+class EmptyDocument(PermanentError):
+    code = "empty_document"
+
+
+class UnsupportedFormat(PermanentError):
+    code = "unsupported_format"
+
+
+class EncryptedDocument(PermanentError):
+    code = "encrypted_document"
+
+
+class CorruptDocument(PermanentError):
+    code = "corrupt_document"
+
+
+class NoTextFound(PermanentError):
+    code = "no_text_found"
+
+
+class DocumentTooLarge(PermanentError):
+    code = "document_too_large"
+
+
+class InvalidMetadata(PermanentError):
+    code = "invalid_metadata"
+
+
+class EmbeddingFailed(PermanentError):
+    code = "embedding_failed"
+
+
+class ProviderRateLimited(TransientError):
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ProviderTimeout(TransientError):
+    code = "timeout"
+
+
+class DependencyUnavailable(TransientError):
+    code = "dependency_unavailable"

