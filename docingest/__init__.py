@@ -1,0 +1,1 @@
+"""The `docingest` command line."""

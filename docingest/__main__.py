@@ -1,0 +1,3 @@
+from docingest.cli import main
+
+raise SystemExit(main())

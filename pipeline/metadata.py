@@ -1,0 +1,166 @@
+"""Document metadata: what the file says about itself plus what the user attached to it.
+
+Automatic fields are computed here; user metadata is validated here (types, size, reserved
+keys) so every entry point (HTTP upload, command line) applies the same rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from pipeline.document import ExtractedDocument
+from pipeline.errors import InvalidMetadata
+
+# Keys docingest writes itself, on documents or on every stored chunk; a user may not set them.
+RESERVED_KEYS = frozenset(
+    {
+        "filename", "format", "size_bytes", "sha256", "content_sha256", "pages", "words",
+        "characters", "title", "author", "language", "created", "modified", "ingested_at",
+        "document_id", "index", "version", "chunk_index", "text", "start", "end",
+        "page_start", "page_end", "headings", "text_hash", "job_id", "metadata", "extra",
+    }
+)  # fmt: skip
+_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+MAX_LIST_ITEMS = 100
+MAX_STRING_CHARS = 2000
+
+# A word is a run of letters/digits, except that CJK ideographs, kana and hangul syllables
+# count one each: those scripts do not separate words with spaces.
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W_]+")
+_LANGUAGE_SAMPLE_CHARS = 5000
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def count_words(text: str) -> int:
+    return sum(1 for _ in _WORD.finditer(text))
+
+
+@cache
+def _language_identifier() -> Any:
+    # py3langid ships its model inside the wheel (no download) and classifies in ~1 ms;
+    # loading takes about a second, so it happens once, on first use.
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+def guess_language(text: str) -> str | None:
+    """Return an ISO 639-1 code for the text's main language, or None when unsure."""
+    sample = text[:_LANGUAGE_SAMPLE_CHARS]
+    if count_words(sample) < 5:
+        return None
+    language, probability = _language_identifier().classify(sample)
+    return str(language) if probability >= 0.5 else None
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def now_iso() -> str:
+    """The current time as an RFC 3339 UTC string."""
+    return _iso(datetime.now(UTC)) or ""
+
+
+def automatic_metadata(
+    data: bytes, *, filename: str, document: ExtractedDocument, text: str
+) -> dict[str, Any]:
+    """Return the metadata docingest derives from the file itself; `text` is its full text."""
+    declared_language = document.extra.get("language")
+    language = (
+        declared_language.split("-")[0].lower()
+        if isinstance(declared_language, str) and declared_language
+        else guess_language(text)
+    )
+    return {
+        "filename": filename,
+        "format": str(document.format),
+        "size_bytes": len(data),
+        "sha256": sha256_hex(data),
+        "pages": document.pages,
+        "words": count_words(text),
+        "characters": len(text),
+        "title": document.title,
+        "author": document.author,
+        "language": language,
+        "created": _iso(document.created),
+        "modified": _iso(document.modified),
+        "ingested_at": now_iso(),
+    }
+
+
+def _check_value(key: str, value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_STRING_CHARS:
+            raise InvalidMetadata(
+                f"Metadata value of '{key}' is longer than {MAX_STRING_CHARS} characters."
+            )
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidMetadata(f"Metadata value of '{key}' must be a finite number.")
+        return value
+    if isinstance(value, list):
+        if len(value) > MAX_LIST_ITEMS or not all(isinstance(item, str) for item in value):
+            raise InvalidMetadata(
+                f"Metadata value of '{key}' must be a list of at most {MAX_LIST_ITEMS} strings."
+            )
+        for item in value:
+            _check_value(key, item)
+        return list(value)
+    raise InvalidMetadata(
+        f"Metadata value of '{key}' must be a string, number, boolean or list of strings, "
+        f"not {type(value).__name__}."
+    )
+
+
+def validate_user_metadata(raw: Any, *, max_bytes: int) -> dict[str, Any]:
+    """Return `raw` as clean user metadata, or raise `InvalidMetadata` saying what is wrong."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise InvalidMetadata("Metadata must be a JSON object, such as {\"department\": \"legal\"}.")
+    size = len(json.dumps(raw, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > max_bytes:
+        raise InvalidMetadata(f"Metadata is {size} bytes as JSON; the limit is {max_bytes}.")
+    clean: dict[str, Any] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not _KEY_PATTERN.match(key):
+            raise InvalidMetadata(
+                f"Metadata key {key!r} is invalid: use 1-64 letters, digits, '_', '-' or '.', "
+                "starting with a letter."
+            )
+        if key in RESERVED_KEYS:
+            raise InvalidMetadata(f"Metadata key '{key}' is reserved by docingest; rename it.")
+        clean[key] = _check_value(key, value)
+    return clean
+
+
+def parse_user_metadata(raw_json: str | None, *, max_bytes: int) -> dict[str, Any]:
+    """Parse a JSON text of user metadata (as sent in a form field) and validate it."""
+    if raw_json is None or not raw_json.strip():
+        return {}
+    if len(raw_json.encode()) > max_bytes * 2:
+        raise InvalidMetadata(f"Metadata is larger than the limit of {max_bytes} bytes.")
+    try:
+        raw = json.loads(raw_json)
+    except json.JSONDecodeError as exc:
+        raise InvalidMetadata(f"Metadata is not valid JSON: {exc.msg} at position {exc.pos}.") from exc
+    return validate_user_metadata(raw, max_bytes=max_bytes)

@@ -1,0 +1,62 @@
+"""Run the CPU stages on one file: detect → extract → metadata → chunk.
+
+This is what a worker does before embedding, and what `docingest inspect` shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.chunking import Chunk, chunk_document
+from pipeline.detect import detect
+from pipeline.document import Detection, ExtractedDocument, join_blocks
+from pipeline.extract import extract
+from pipeline.metadata import automatic_metadata
+from pipeline.settings import ChunkUnit, Settings
+from pipeline.tokens import length_function_for
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingConfig:
+    """How an index cuts documents: size and overlap, both measured in `unit`."""
+
+    chunk_size: int
+    chunk_overlap: int
+    unit: ChunkUnit = ChunkUnit.CHARS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ChunkingConfig:
+        return cls(settings.chunk_size, settings.chunk_overlap, settings.chunk_unit)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDocument:
+    detection: Detection
+    document: ExtractedDocument
+    text: str
+    metadata: dict[str, Any]
+    chunks: list[Chunk]
+
+
+def prepare_document(
+    data: bytes,
+    *,
+    filename: str,
+    settings: Settings,
+    content_type: str | None = None,
+    chunking: ChunkingConfig | None = None,
+) -> PreparedDocument:
+    """Detect, extract and chunk `data`; raise a `PermanentError` subclass on bad input."""
+    chunking = chunking or ChunkingConfig.from_settings(settings)
+    detection = detect(data, filename=filename, content_type=content_type)
+    document = extract(data, detection, settings=settings)
+    text, _ = join_blocks(document.blocks)
+    metadata = automatic_metadata(data, filename=filename, document=document, text=text)
+    chunks = chunk_document(
+        document.blocks,
+        chunk_size=chunking.chunk_size,
+        chunk_overlap=chunking.chunk_overlap,
+        length=length_function_for(chunking.unit),
+    )
+    return PreparedDocument(detection, document, text, metadata, chunks)

@@ -1,0 +1,91 @@
+"""Every document of the shared corpus through detect → extract → metadata → chunk."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.errors import IngestError
+from pipeline.prepare import ChunkingConfig, prepare_document
+from pipeline.settings import ChunkUnit, Settings
+from tests.conftest import CORPUS_DIR
+
+FORMAT_BY_FOLDER = {"pdf": "pdf", "docx": "docx", "html": "html", "markdown": "markdown", "txt": "txt"}
+
+# Files whose expected outcome is an error code (see the corpus README and SOURCES.md).
+EXPECTED_ERRORS = {
+    "pdf/corrupt-empty-0-bytes.pdf": "empty_document",
+    "pdf/corrupt-header-only.pdf": "corrupt_document",
+    "pdf/corrupt-truncated-federal-register.pdf": "corrupt_document",
+    "pdf/encrypted-doclaynet-pg3-pw1234.pdf": "encrypted_document",
+    "pdf/encrypted-libreoffice-userpw.pdf": "encrypted_document",
+    "pdf/scanned-huckfinn-p22-no-text.pdf": "no_text_found",
+    "pdf/scanned-linn-brochure-no-text.pdf": "no_text_found",
+    "docx/corrupt-truncated.docx": "corrupt_document",
+    "docx/encrypted-password-pass.docx": "encrypted_document",
+    "txt/edge-empty-0-bytes.txt": "empty_document",
+}
+# pypdf cannot rebuild this file's broken page tree; either outcome is precise.
+EITHER_TEXT_OR_CORRUPT = {"pdf/corrupt-damaged-xref-datasheet.pdf"}
+# Extracting 2,415 pages takes a while; the PDF extractor's own tests cover it.
+SKIP_HERE = {"pdf/R-4.2.2-refman.pdf"}
+
+CORPUS_FILES = sorted(
+    f"{folder}/{path.name}"
+    for folder in FORMAT_BY_FOLDER
+    for path in (CORPUS_DIR / folder).iterdir()
+    if path.is_file() and f"{folder}/{path.name}" not in SKIP_HERE
+)
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(data_dir=tmp_path_factory.mktemp("data"))
+
+
+@pytest.mark.parametrize("relative", CORPUS_FILES)
+def test_corpus_file_prepares_or_fails_with_its_code(relative: str, settings: Settings) -> None:
+    path = CORPUS_DIR / relative
+    data = path.read_bytes()
+    expected_error = EXPECTED_ERRORS.get(relative)
+    try:
+        prepared = prepare_document(data, filename=path.name, settings=settings)
+    except IngestError as exc:
+        if relative in EITHER_TEXT_OR_CORRUPT:
+            assert exc.code == "corrupt_document"
+            return
+        assert exc.code == expected_error, f"{relative}: {exc.code}: {exc.message}"
+        assert exc.message.endswith("."), "messages are sentences"
+        return
+    assert expected_error is None, f"{relative} should fail with {expected_error}"
+    folder = relative.split("/")[0]
+    assert prepared.detection.format == FORMAT_BY_FOLDER[folder]
+    meta = prepared.metadata
+    assert meta["filename"] == path.name
+    assert meta["size_bytes"] == len(data)
+    assert len(meta["sha256"]) == 64
+    assert meta["words"] > 0 and meta["characters"] == len(prepared.text)
+    assert "\ufffd" not in prepared.text or relative.startswith("txt/"), "decoding lost characters"
+    assert prepared.chunks, "a document with text yields chunks"
+    for chunk in prepared.chunks:
+        assert prepared.text[chunk.start : chunk.end] == chunk.text
+        assert len(chunk.text) <= settings.chunk_size
+    if folder == "pdf":
+        assert meta["pages"] and all(chunk.page_start for chunk in prepared.chunks)
+
+
+def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> None:
+    from pipeline.tokens import length_function_for
+
+    path = CORPUS_DIR / "txt" / "rfc6455-websocket.txt"
+    config = ChunkingConfig(chunk_size=256, chunk_overlap=32, unit=ChunkUnit.TOKENS)
+    prepared = prepare_document(path.read_bytes(), filename=path.name, settings=settings, chunking=config)
+    count = length_function_for(ChunkUnit.TOKENS)
+    assert len(prepared.chunks) > 50
+    assert max(count(chunk.text) for chunk in prepared.chunks) <= 256
+
+
+def test_mislabeled_pdf_is_still_a_pdf(settings: Settings) -> None:
+    data = (CORPUS_DIR / "pdf" / "federal-register-2020-17221.pdf").read_bytes()
+    prepared = prepare_document(data, filename="notes.txt", settings=settings, content_type="text/plain")
+    assert prepared.detection.format == "pdf"
+    assert prepared.metadata["pages"] == 15
