@@ -56,7 +56,8 @@ def _print_human(path: Path, prepared: PreparedDocument) -> None:
             print(f"   {key}: {meta[key]}")
     for chunk in prepared.chunks:
         pages_span = (
-            f"p{chunk.page_start}" + (f"-{chunk.page_end}" if chunk.page_end != chunk.page_start else "")
+            f"p{chunk.page_start}"
+            + (f"-{chunk.page_end}" if chunk.page_end != chunk.page_start else "")
             if chunk.page_start is not None
             else "-"
         )
@@ -69,7 +70,9 @@ def _print_human(path: Path, prepared: PreparedDocument) -> None:
 def _inspect(args: argparse.Namespace, settings: Settings) -> int:
     chunking = ChunkingConfig(
         chunk_size=args.chunk_size or settings.chunk_size,
-        chunk_overlap=args.chunk_overlap if args.chunk_overlap is not None else settings.chunk_overlap,
+        chunk_overlap=args.chunk_overlap
+        if args.chunk_overlap is not None
+        else settings.chunk_overlap,
         unit=ChunkUnit(args.unit) if args.unit else settings.chunk_unit,
     )
     if chunking.chunk_overlap >= chunking.chunk_size:
@@ -85,7 +88,9 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
         except IngestError as exc:
             failures += 1
             if args.json:
-                print(json.dumps({"filename": path.name, "error": exc.to_dict()}, ensure_ascii=False))
+                print(
+                    json.dumps({"filename": path.name, "error": exc.to_dict()}, ensure_ascii=False)
+                )
             else:
                 print(f"== {path}  FAILED {exc.code}: {exc.message}")
             continue

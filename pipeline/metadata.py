@@ -136,7 +136,7 @@ def validate_user_metadata(raw: Any, *, max_bytes: int) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise InvalidMetadata("Metadata must be a JSON object, such as {\"department\": \"legal\"}.")
+        raise InvalidMetadata('Metadata must be a JSON object, such as {"department": "legal"}.')
     size = len(json.dumps(raw, ensure_ascii=False, separators=(",", ":")).encode())
     if size > max_bytes:
         raise InvalidMetadata(f"Metadata is {size} bytes as JSON; the limit is {max_bytes}.")
@@ -162,5 +162,7 @@ def parse_user_metadata(raw_json: str | None, *, max_bytes: int) -> dict[str, An
     try:
         raw = json.loads(raw_json)
     except json.JSONDecodeError as exc:
-        raise InvalidMetadata(f"Metadata is not valid JSON: {exc.msg} at position {exc.pos}.") from exc
+        raise InvalidMetadata(
+            f"Metadata is not valid JSON: {exc.msg} at position {exc.pos}."
+        ) from exc
     return validate_user_metadata(raw, max_bytes=max_bytes)

@@ -49,7 +49,9 @@ def test_declared_language_wins_over_guess() -> None:
 
 
 def test_language_is_guessed_from_text() -> None:
-    assert guess_language("Die Dokumente werden in kleine Abschnitte zerlegt und gespeichert.") == "de"
+    assert (
+        guess_language("Die Dokumente werden in kleine Abschnitte zerlegt und gespeichert.") == "de"
+    )
     assert guess_language("Les documents sont découpés en petits morceaux puis indexés.") == "fr"
     assert guess_language("ok") is None
 
@@ -62,7 +64,9 @@ def test_word_count_counts_cjk_characters() -> None:
 def test_user_metadata_accepts_the_documented_types() -> None:
     raw = {"department": "legal", "year": 2024, "score": 0.5, "draft": False, "tags": ["a", "b"]}
     assert validate_user_metadata(raw, max_bytes=LIMIT) == raw
-    assert parse_user_metadata('{"department": "legal"}', max_bytes=LIMIT) == {"department": "legal"}
+    assert parse_user_metadata('{"department": "legal"}', max_bytes=LIMIT) == {
+        "department": "legal"
+    }
     assert parse_user_metadata(None, max_bytes=LIMIT) == {}
     assert parse_user_metadata("  ", max_bytes=LIMIT) == {}
 

@@ -9,7 +9,13 @@ from pipeline.prepare import ChunkingConfig, prepare_document
 from pipeline.settings import ChunkUnit, Settings
 from tests.conftest import CORPUS_DIR
 
-FORMAT_BY_FOLDER = {"pdf": "pdf", "docx": "docx", "html": "html", "markdown": "markdown", "txt": "txt"}
+FORMAT_BY_FOLDER = {
+    "pdf": "pdf",
+    "docx": "docx",
+    "html": "html",
+    "markdown": "markdown",
+    "txt": "txt",
+}
 
 # Files whose expected outcome is an error code (see the corpus README and SOURCES.md).
 EXPECTED_ERRORS = {
@@ -78,7 +84,9 @@ def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> Non
 
     path = CORPUS_DIR / "txt" / "rfc6455-websocket.txt"
     config = ChunkingConfig(chunk_size=256, chunk_overlap=32, unit=ChunkUnit.TOKENS)
-    prepared = prepare_document(path.read_bytes(), filename=path.name, settings=settings, chunking=config)
+    prepared = prepare_document(
+        path.read_bytes(), filename=path.name, settings=settings, chunking=config
+    )
     count = length_function_for(ChunkUnit.TOKENS)
     assert len(prepared.chunks) > 50
     assert max(count(chunk.text) for chunk in prepared.chunks) <= 256
@@ -86,6 +94,8 @@ def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> Non
 
 def test_mislabeled_pdf_is_still_a_pdf(settings: Settings) -> None:
     data = (CORPUS_DIR / "pdf" / "federal-register-2020-17221.pdf").read_bytes()
-    prepared = prepare_document(data, filename="notes.txt", settings=settings, content_type="text/plain")
+    prepared = prepare_document(
+        data, filename="notes.txt", settings=settings, content_type="text/plain"
+    )
     assert prepared.detection.format == "pdf"
     assert prepared.metadata["pages"] == 15
