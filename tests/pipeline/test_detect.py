@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import gzip
+import io
+import random
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pipeline.detect import detect
+from pipeline.document import DocumentFormat
+from pipeline.errors import EmptyDocument, EncryptedDocument, UnsupportedFormat
+from tests.conftest import CORPUS_DIR
+
+FOLDERS = {
+    "pdf": DocumentFormat.PDF,
+    "docx": DocumentFormat.DOCX,
+    "html": DocumentFormat.HTML,
+    "markdown": DocumentFormat.MARKDOWN,
+    "txt": DocumentFormat.TXT,
+}
+# Files whose outcome is not the folder's format.
+EXCEPTIONS: dict[str, type[Exception]] = {
+    "pdf/corrupt-empty-0-bytes.pdf": EmptyDocument,
+    "txt/edge-empty-0-bytes.txt": EmptyDocument,
+    "docx/encrypted-password-pass.docx": EncryptedDocument,
+}
+CORPUS_FILES = sorted(
+    f"{folder}/{path.name}" for folder in FOLDERS for path in (CORPUS_DIR / folder).iterdir()
+)
+
+
+def _zip(names: list[str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in names:
+            archive.writestr(name, "<x/>")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("relative", CORPUS_FILES)
+def test_every_corpus_file_is_detected_as_its_folder_says(corpus_dir: Path, relative: str) -> None:
+    path = corpus_dir / relative
+    data = path.read_bytes()
+    if relative in EXCEPTIONS:
+        with pytest.raises(EXCEPTIONS[relative]):
+            detect(data, filename=path.name)
+        return
+    expected = FOLDERS[relative.split("/")[0]]
+    assert detect(data, filename=path.name).format is expected
+    # The bytes decide: the same answer without any name or content type.
+    assert detect(data).format is expected
+
+
+def test_corpus_listing_covers_the_edge_cases() -> None:
+    assert len(CORPUS_FILES) == 30 + 18 + 17 + 18 + 16
+    assert "pdf/corrupt-header-only.pdf" in CORPUS_FILES
+    assert "docx/corrupt-truncated.docx" in CORPUS_FILES
+
+
+def test_encrypted_office_file_names_the_problem(corpus_dir: Path) -> None:
+    data = (corpus_dir / "docx/encrypted-password-pass.docx").read_bytes()
+    with pytest.raises(EncryptedDocument, match="password-protected Office document") as caught:
+        detect(data, filename="encrypted-password-pass.docx")
+    assert caught.value.code == "encrypted_document"
+
+
+def test_truncated_docx_goes_to_the_docx_extractor(corpus_dir: Path) -> None:
+    data = (corpus_dir / "docx/corrupt-truncated.docx").read_bytes()
+    with pytest.raises(zipfile.BadZipFile):
+        zipfile.ZipFile(io.BytesIO(data))  # the central directory is gone
+    assert detect(data).format is DocumentFormat.DOCX
+
+
+def test_empty_and_whitespace_only_files_are_empty() -> None:
+    for data in (b"", b" \n\t\r\n ", b"\xff\xfe \x00\n\x00"):  # the last: UTF-16 spaces
+        with pytest.raises(EmptyDocument) as caught:
+            detect(data, filename="notes.txt")
+        assert caught.value.code == "empty_document"
+
+
+def test_text_encodings_are_reported(corpus_dir: Path) -> None:
+    utf16 = (corpus_dir / "txt/utf16le-bom-subtitles.txt").read_bytes()
+    assert detect(utf16).encoding == "utf-16-le"
+    cyrillic = (corpus_dir / "txt/cp1251-russian.txt").read_bytes()
+    assert detect(cyrillic).encoding == "cp1251"
+    assert detect((corpus_dir / "markdown/llm-usage.md").read_bytes()).encoding == "utf-8"
+
+
+def test_html_encoding_is_set_only_by_a_byte_order_mark(corpus_dir: Path) -> None:
+    # The BOM says UTF-16 while <meta> says utf-8: the BOM must win downstream.
+    steel = (corpus_dir / "html/steeljis-datasheet-utf16le-meta-says-utf8.html").read_bytes()
+    assert detect(steel).encoding == "utf-16-le"
+    # Without a BOM the HTML extractor decides, honouring <meta charset=gb2312>.
+    gb = (corpus_dir / "html/xinhuanet-hebei-gb2312.html").read_bytes()
+    assert detect(gb).encoding is None
+
+
+@pytest.mark.parametrize(
+    ("data", "filename", "kind"),
+    [
+        (b"\x7fELF\x02\x01\x01\x00" + bytes(56), "report.pdf", "an ELF executable"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17), "scan.png", "a PNG image"),
+        (gzip.compress(b"hello world " * 100), "notes.txt", "a gzip archive"),
+        (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(20), "photo.md", "a JPEG image"),
+        (b"SQLite format 3\x00" + bytes(100), "data.txt", "an SQLite database"),
+        (_zip(["[Content_Types].xml", "xl/workbook.xml"]), "book.docx", "Excel workbook (xlsx)"),
+        (_zip(["[Content_Types].xml", "ppt/presentation.xml"]), "deck.docx", "PowerPoint"),
+        (_zip(["readme.txt"]), "archive.docx", "a ZIP archive"),
+    ],
+)
+def test_binary_formats_are_refused_by_name(data: bytes, filename: str, kind: str) -> None:
+    with pytest.raises(UnsupportedFormat, match=re.escape(kind)) as caught:
+        detect(data, filename=filename)
+    assert caught.value.code == "unsupported_format"
+
+
+def test_random_bytes_are_binary_data() -> None:
+    data = random.Random(0).randbytes(4096)
+    with pytest.raises(UnsupportedFormat, match="binary data"):
+        detect(data, filename="notes.txt", content_type="text/plain")
+
+
+def test_legacy_word_document_is_refused_with_advice() -> None:
+    ole2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500) + "WordDocument".encode("utf-16-le")
+    with pytest.raises(UnsupportedFormat, match=r"legacy Word \.doc.*DOCX"):
+        detect(ole2, filename="letter.doc")
+
+
+def test_mislabelled_files_are_detected_by_content(corpus_dir: Path) -> None:
+    pdf = (corpus_dir / "pdf/arabic-rtl-word.pdf").read_bytes()
+    assert detect(pdf, filename="paper.txt", content_type="text/plain").format is DocumentFormat.PDF
+    html = b"<!DOCTYPE html>\n<html><head><title>T</title></head><body><p>Hi</p></body></html>"
+    assert detect(html, filename="page.md", content_type="text/markdown").format is (
+        DocumentFormat.HTML
+    )
+    markdown = (corpus_dir / "markdown/pdfplumber-README.md").read_bytes()
+    assert detect(markdown, filename="README.txt").format is DocumentFormat.MARKDOWN
+
+
+def test_pdf_header_after_leading_junk_is_still_pdf() -> None:
+    data = b"HTTP/1.1 200 OK\r\n\r\n%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n%%EOF\n"
+    assert detect(data).format is DocumentFormat.PDF
+    # ... but text that only quotes the magic is text.
+    quoting = b"# PDF files\n\nEvery PDF starts with `%PDF-1.7` and ends with `%%EOF`.\n"
+    assert detect(quoting).format is DocumentFormat.MARKDOWN
+
+
+def test_html_fragment_is_html_but_readme_with_inline_html_is_markdown(corpus_dir: Path) -> None:
+    fragment = b"<div>\n<p>First paragraph.</p>\n<p>Second one.</p>\n</div>\n"
+    assert detect(fragment, filename="snippet.md").format is DocumentFormat.HTML
+    readme = (corpus_dir / "markdown/ragflow-README.md").read_bytes()
+    assert readme.startswith(b'<div align="center">')
+    assert detect(readme).format is DocumentFormat.MARKDOWN
+
+
+def test_extension_breaks_ties_only_for_borderline_text(corpus_dir: Path) -> None:
+    umlauts = (corpus_dir / "markdown/umlauts-non-utf8.md").read_bytes()  # "## können" + 2 lines
+    assert detect(umlauts, filename="umlauts.md").format is DocumentFormat.MARKDOWN
+    assert detect(umlauts, filename="umlauts.txt").format is DocumentFormat.TXT
+    prose = b"Just a sentence of prose.\nAnd another line of it.\n"
+    assert detect(prose, filename="note.md").format is DocumentFormat.MARKDOWN
+    assert detect(prose, filename="note.txt").format is DocumentFormat.TXT
+    assert detect(prose, content_type="text/markdown; charset=utf-8").format is (
+        DocumentFormat.MARKDOWN
+    )
+    assert detect(prose).format is DocumentFormat.TXT
+    # reStructuredText stays text even when named like Markdown.
+    rst = (corpus_dir / "txt/python311-library-csv.rst.txt").read_bytes()
+    assert detect(rst, filename="csv.md").format is DocumentFormat.TXT
