@@ -3,6 +3,12 @@
 Order of evidence: a byte-order mark; strict UTF-8; BOM-less UTF-16 (a zero in every other
 byte); an encoding the document declares, if the bytes decode under it; charset-normalizer's
 best guess for legacy 8-bit and CJK encodings.
+
+Single-byte Latin code pages are ambiguous (the same bytes are valid Finnish in windows-1252,
+HP Roman-8 and DOS cp775), and charset-normalizer often ranks a rare one first. When its guess
+is such a code page, we re-decide among the encodings people actually wrote Latin-script text
+in, preferring the one whose non-ASCII characters are letters, with windows-1252 first on ties:
+the same default browsers use for undeclared Western pages.
 """
 
 from __future__ import annotations
@@ -23,6 +29,19 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 # Control characters that never occur in real text; their presence means binary data.
 _BINARY_CONTROLS = frozenset(range(0x00, 0x09)) | {0x0E, 0x0F} | frozenset(range(0x10, 0x1A))
 _BINARY_CONTROLS |= {0x1C, 0x1D, 0x1E, 0x1F, 0x7F}
+
+
+# Guesses that mean "some Latin-script single-byte code page": re-decided by `_pick_latin`.
+_LATIN_GUESSES = frozenset(
+    {
+        "cp1250", "cp1252", "cp1257", "latin_1", "iso8859_2", "iso8859_3", "iso8859_4",
+        "iso8859_9", "iso8859_10", "iso8859_13", "iso8859_14", "iso8859_15", "iso8859_16",
+        "cp437", "cp775", "cp850", "cp852", "cp858", "cp1006", "cp1125", "hp_roman8",
+        "mac_roman", "mac_iceland", "mac_latin2", "mac_turkish",
+    }
+)  # fmt: skip
+# Where Latin-script legacy text comes from in practice, most common first.
+_LATIN_CANDIDATES = ("cp1252", "cp1250", "iso8859_15", "cp1257", "iso8859_2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +79,25 @@ def _try(data: bytes, encoding: str) -> str | None:
         return None
 
 
+def _letter_share(text: str) -> float:
+    high = [ch for ch in text if ord(ch) > 0x7F]
+    if not high:
+        return 1.0
+    return sum(1 for ch in high if ch.isalpha()) / len(high)
+
+
+def _pick_latin(sample: bytes) -> str | None:
+    best: tuple[float, str] | None = None
+    for encoding in _LATIN_CANDIDATES:
+        text = _try(sample, encoding)
+        if text is None:
+            continue
+        share = _letter_share(text)
+        if best is None or share > best[0]:
+            best = (share, encoding)
+    return best[1] if best else None
+
+
 def control_ratio(text: str) -> float:
     """Share of characters in `text` that are control characters no real text contains."""
     if not text:
@@ -87,10 +125,14 @@ def decode_text(data: bytes, *, declared: str | None = None) -> DecodedText | No
         return DecodedText(text, utf16)
     if declared and (text := _try(data, declared)) is not None:
         return DecodedText(text, codecs.lookup(declared).name)
-    best = from_bytes(data[:1_000_000]).best() if data else None
+    sample = data[:1_000_000]
+    best = from_bytes(sample).best() if data else None
     if best is None:
         return None
-    text = _try(data, best.encoding)
+    encoding = best.encoding
+    if encoding in _LATIN_GUESSES:
+        encoding = _pick_latin(sample) or encoding
+    text = _try(data, encoding)
     if text is None:  # the guess held for the sample only; decode the rest leniently
-        text = data.decode(best.encoding, errors="replace")
-    return DecodedText(text, best.encoding)
+        text = data.decode(encoding, errors="replace")
+    return DecodedText(text, codecs.lookup(encoding).name)

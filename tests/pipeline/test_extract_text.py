@@ -29,18 +29,8 @@ def _extract(corpus_dir: Path, name: str) -> str:
         ("shift_jis-gutenberg-luther-catechism-ja.txt", "マルチン・ルターの小信仰問答書"),
         ("shift_jis-gutenberg-luther-catechism-ja.txt", "他の神々を神としてはいけません。"),
         ("utf16le-bom-subtitles.txt", "About 2 months ago I found myself on"),
-        pytest.param(
-            "latin1-finnish-sibelius.txt",
-            "Vielä ehdit perehtyä Sibeliuksen elämään Ateneumissa",
-            marks=pytest.mark.xfail(
-                strict=True, reason="textcodec.decode_text guesses hp_roman8 (ä → ð)"
-            ),
-        ),
-        pytest.param(
-            "latin1-french-visa.txt",
-            "dépend à la fois de la durée et des motifs du séjour envisagé",
-            marks=pytest.mark.xfail(strict=True, reason="textcodec.decode_text guesses cp775"),
-        ),
+        ("latin1-finnish-sibelius.txt", "Vielä ehdit perehtyä Sibeliuksen elämään Ateneumissa"),
+        ("latin1-french-visa.txt", "dépend à la fois de la durée et des motifs du séjour envisagé"),
     ],
 )
 def test_legacy_encodings_decode_to_the_right_characters(
