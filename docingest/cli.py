@@ -126,4 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.handler(args, get_settings()))
+    try:
+        return int(args.handler(args, get_settings()))
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
