@@ -83,6 +83,48 @@ class Settings(BaseSettings):
     embedding_dimensions: int | None = None
     """Vector size; None means the model's native size."""
 
+    embedding_max_batch: int = Field(default=2048, gt=0)
+    """Most inputs in one embedding request (OpenAI allows 2,048)."""
+
+    embedding_max_batch_tokens: int = Field(default=300_000, gt=0)
+    """Most tokens in one embedding request (OpenAI allows 300,000)."""
+
+    embedding_concurrency: int = Field(default=4, gt=0)
+    """Embedding requests in flight at once, per job."""
+
+    embedding_timeout_seconds: float = Field(default=60.0, gt=0)
+    """Timeout of one embedding request."""
+
+    embedding_max_attempts: int = Field(default=6, gt=0)
+    """Attempts per batch (first try included) before `embedding_failed`."""
+
+    embedding_deadline_seconds: float = Field(default=600.0, gt=0)
+    """Total time one batch may spend retrying before `embedding_failed`."""
+
+    embedding_backoff_base_seconds: float = Field(default=1.0, gt=0)
+    """First backoff delay; it doubles per attempt (with jitter) up to `backoff_max`."""
+
+    embedding_backoff_max_seconds: float = Field(default=60.0, gt=0)
+    """Longest single backoff delay (a longer Retry-After is still honoured)."""
+
+    embedding_requests_per_minute: int = Field(default=0, ge=0)
+    """Requests per minute per provider credential, shared by every worker; 0 = no limit."""
+
+    embedding_tokens_per_minute: int = Field(default=0, ge=0)
+    """Tokens per minute per provider credential, shared by every worker; 0 = no limit."""
+
+    openai_base_url: str | None = None
+    """OpenAI-compatible endpoint; None lets the `openai` client read `OPENAI_BASE_URL`."""
+
+    openai_api_key: SecretStr | None = None
+    """API key; None lets the `openai` client read `OPENAI_API_KEY`."""
+
+    local_model_threads: int = Field(default=0, ge=0)
+    """CPU threads for the local model; 0 means one per core."""
+
+    query_cache_size: int = Field(default=1024, ge=0)
+    """Query embeddings kept in memory (LRU); 0 disables the cache."""
+
     @model_validator(mode="after")
     def _check_overlap(self) -> Settings:
         if self.chunk_overlap >= self.chunk_size:

@@ -1,0 +1,1 @@
+"""Embedding providers behind `pipeline.embedding.Embedder`."""
