@@ -9,7 +9,13 @@
     │   ├── NoTextFound               no_text_found
     │   ├── DocumentTooLarge          document_too_large
     │   ├── InvalidMetadata           invalid_metadata
-    │   └── EmbeddingFailed           embedding_failed
+    │   ├── EmbeddingFailed           embedding_failed
+    │   ├── InvalidIndexName          invalid_index_name
+    │   ├── IndexConflict             index_conflict
+    │   ├── IndexNotFound             index_not_found
+    │   ├── DocumentNotFound          document_not_found
+    │   ├── InvalidFilter             invalid_filter
+    │   └── StoreLocked               store_locked
     └── TransientError                worth retrying with backoff
         ├── ProviderRateLimited       rate_limited
         ├── ProviderTimeout           timeout
@@ -77,6 +83,34 @@ class InvalidMetadata(PermanentError):
 
 class EmbeddingFailed(PermanentError):
     code = "embedding_failed"
+
+
+class InvalidIndexName(PermanentError):
+    code = "invalid_index_name"
+
+
+class IndexConflict(PermanentError):
+    """The index exists with other embedding or chunking settings."""
+
+    code = "index_conflict"
+
+
+class IndexNotFound(PermanentError):
+    code = "index_not_found"
+
+
+class DocumentNotFound(PermanentError):
+    code = "document_not_found"
+
+
+class InvalidFilter(PermanentError):
+    code = "invalid_filter"
+
+
+class StoreLocked(PermanentError):
+    """The local Qdrant directory is held by another process."""
+
+    code = "store_locked"
 
 
 class ProviderRateLimited(TransientError):

@@ -41,6 +41,15 @@ class Settings(BaseSettings):
     qdrant_api_key: SecretStr | None = None
     """API key for the Qdrant server, if it requires one."""
 
+    qdrant_shard_number: int | None = Field(default=None, gt=0)
+    """Shards of each new collection (cluster); None = the server's default."""
+
+    qdrant_replication_factor: int | None = Field(default=None, gt=0)
+    """Copies of each shard of a new collection (cluster); None = the server's default."""
+
+    qdrant_write_consistency_factor: int | None = Field(default=None, gt=0)
+    """Replicas that must confirm a write to a new collection; None = the server's default."""
+
     collection_prefix: str = "docingest_"
     """Prefix of every Qdrant collection name, so several deployments can share a server."""
 

@@ -1,0 +1,392 @@
+"""The vector store: one Qdrant collection per index, and every qdrant-client call docingest makes.
+
+An index's settings live in its collection's metadata, so every process reads the same ones.
+A chunk is one point with a dense vector ("dense", cosine) and a keyword vector ("keyword",
+sparse, Qdrant's IDF modifier), written "staged" and made "live" when its whole version is
+stored; searches see live points only. Documents are derived from the points (the chunk_index 0
+point of a document's highest live version carries its fields), never from a second database.
+Connections, the local-mode lock and error translation are in `pipeline/store_client.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from qdrant_client import models
+
+from pipeline.errors import DocumentNotFound, IndexConflict, IndexNotFound
+from pipeline.settings import Settings
+from pipeline.sparse import SparseTerms
+from pipeline.store_client import Connection
+from pipeline.store_filters import (
+    CORE_INDEXES,
+    DENSE,
+    SearchFilter,
+    candidate_request,
+    collection_params,
+    equals,
+    fields_filter,
+    fused_query,
+    metadata_index_schema,
+    metadata_path,
+    point_struct,
+    scored_chunk,
+    stored_config,
+)
+from pipeline.store_models import (
+    DOCUMENT_PAYLOAD_KEYS,
+    RESULT_PAYLOAD_KEYS,
+    ChunkingSpec,
+    ChunkRecord,
+    DocumentFields,
+    IndexConfig,
+    IndexInfo,
+    ScoredChunk,
+    StoredDocument,
+    point_id,
+    stored_document,
+    validate_index_name,
+)
+
+__all__ = [
+    "ChunkRecord", "ChunkingSpec", "DocumentFields", "IndexConfig", "IndexInfo", "ScoredChunk",
+    "SearchFilter", "SparseTerms", "StoredDocument", "VectorStore", "point_id",
+    "validate_index_name",
+]  # fmt: skip
+
+WRITE_BATCH = 256
+_SCROLL_PAGE = 256
+
+
+class VectorStore:
+    """All index, point, document and search-candidate operations; safe to share by threads."""
+
+    def __init__(self, connection: Connection, *, settings: Settings) -> None:
+        self._connection = connection
+        self._settings = settings
+        self._local = connection.local
+        self._indexed_keys: dict[str, set[str]] = {}
+
+    @classmethod
+    def open(cls, settings: Settings) -> VectorStore:
+        """Connect to `qdrant_url`, or open ":memory:", or local mode under `data_dir/qdrant`.
+
+        Local mode raises `StoreLocked` when another process holds the directory.
+        """
+        return cls(Connection.open(settings), settings=settings)
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> VectorStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _collection(self, index: str) -> str:
+        return self._settings.collection_prefix + validate_index_name(index)
+
+    def ping(self) -> None:
+        """Raise `DependencyUnavailable` unless Qdrant answers."""
+        with self._connection.guard() as client:
+            client.get_collections()
+
+    # --- indexes ------------------------------------------------------------------------
+
+    def create_index(self, name: str, config: IndexConfig) -> tuple[IndexInfo, bool]:
+        """Create `name` with `config`; return (info, created). Other settings → IndexConflict."""
+        if config.embedding.dimensions is None:
+            raise ValueError("resolve embedding.dimensions before creating an index")
+        collection = self._collection(name)
+        with self._connection.locked():
+            existing = self.index_config(name)
+            if existing is None:
+                try:
+                    self._create_collection(name, collection, config)
+                    return self._info(name, config), True
+                except Exception as exc:  # lost a race with another process, or a failure
+                    existing = self.index_config(name)
+                    if existing is None:
+                        with self._connection.guard(name) as client:
+                            foreign = client.collection_exists(collection)
+                        if foreign:
+                            raise IndexConflict(
+                                f"A Qdrant collection '{collection}' exists but was not made by "
+                                "docingest; choose another index name or collection prefix."
+                            ) from exc
+                        raise
+            if existing.conflicts_with(config):
+                raise IndexConflict(existing.conflict_message(name, config))
+            return self._info(name, existing), False
+
+    def _create_collection(self, name: str, collection: str, config: IndexConfig) -> None:
+        settings = self._settings
+        with self._connection.guard(name) as client:
+            client.create_collection(collection, **collection_params(name, config, settings))
+            self._connection.tune_local_storage()
+            if not self._local:  # local mode ignores payload indexes (and warns about them)
+                for field, schema in CORE_INDEXES.items():
+                    client.create_payload_index(collection, field, schema, wait=True)
+            self._indexed_keys.pop(collection, None)
+
+    def index_config(self, name: str) -> IndexConfig | None:
+        """Return the settings stored with index `name`, or None if there is no such index."""
+        collection = self._collection(name)
+        try:
+            with self._connection.guard(name) as client:
+                info = client.get_collection(collection)
+        except IndexNotFound:
+            return None
+        return stored_config(info.config.metadata)
+
+    def get_index(self, name: str) -> IndexInfo | None:
+        config = self.index_config(name)
+        return None if config is None else self._info(name, config)
+
+    def list_indexes(self) -> list[IndexInfo]:
+        prefix = self._settings.collection_prefix
+        with self._connection.guard() as client:
+            collections = client.get_collections().collections
+        infos = []
+        for name in sorted(c.name[len(prefix) :] for c in collections if c.name.startswith(prefix)):
+            try:
+                info = self.get_index(name)
+            except IndexNotFound:  # deleted meanwhile
+                continue
+            if info is not None:
+                infos.append(info)
+        return infos
+
+    def delete_index(self, name: str) -> bool:
+        """Delete index `name` and all its points; False if it did not exist."""
+        collection = self._collection(name)
+        with self._connection.guard(name) as client:
+            if not client.collection_exists(collection):
+                return False
+            self._indexed_keys.pop(collection, None)
+            return bool(client.delete_collection(collection))
+
+    def _info(self, name: str, config: IndexConfig) -> IndexInfo:
+        documents = self.list_documents(name)
+        return IndexInfo(
+            name=name,
+            embedding=config.embedding,
+            chunking=config.chunking,
+            description=config.description,
+            documents=len(documents),
+            chunks=sum(document.chunks for document in documents),
+            created_at=config.created_at,
+        )
+
+    # --- points -------------------------------------------------------------------------
+
+    def write_chunks(self, index: str, records: Sequence[ChunkRecord]) -> None:
+        """Upsert `records` as staged points, in batches, each acknowledged when applied."""
+        if not records:
+            return
+        config = self.index_config(index)
+        if config is None:
+            raise IndexNotFound(f"Index '{index}' does not exist.")
+        dimensions = config.embedding.dimensions
+        for record in records:
+            if record.dense.shape != (dimensions,):
+                raise ValueError(
+                    f"vector of shape {record.dense.shape} for an index of {dimensions} dimensions"
+                )
+        collection = self._collection(index)
+        self._index_metadata_keys(index, collection, records)
+        for start in range(0, len(records), WRITE_BATCH):
+            points = [
+                point_struct(index, record) for record in records[start : start + WRITE_BATCH]
+            ]
+            with self._connection.guard(index) as client:
+                client.upsert(collection, points=points, wait=True)
+
+    def _index_metadata_keys(
+        self, index: str, collection: str, records: Sequence[ChunkRecord]
+    ) -> None:
+        """Give each user metadata key a payload index the first time it is written."""
+        if self._local:
+            return
+        with self._connection.guard(index) as client:
+            known = self._indexed_keys.get(collection)
+            if known is None:
+                schema = client.get_collection(collection).payload_schema
+                known = self._indexed_keys[collection] = set(schema)
+            for record in records:
+                for key, value in record.document.metadata.items():
+                    path = metadata_path(key)
+                    if path in known or (schema_type := metadata_index_schema(value)) is None:
+                        continue
+                    client.create_payload_index(collection, path, schema_type, wait=True)
+                    known.add(path)
+
+    def publish(self, index: str, document_id: str, version: int) -> None:
+        """Make every point of that version live."""
+        selector = fields_filter(document_id=document_id, version=version)
+        with self._connection.guard(index) as client:
+            client.set_payload(
+                self._collection(index), {"state": "live"}, points=selector, wait=True
+            )
+
+    def retire(self, index: str, document_id: str, *, keep_version: int) -> int:
+        """Delete the document's points of every version but `keep_version`; return how many."""
+        selector = models.Filter(
+            must=[equals("document_id", document_id)],
+            must_not=[equals("version", keep_version)],
+        )
+        return self._delete(index, selector)
+
+    def discard(self, index: str, document_id: str, version: int) -> None:
+        """Delete the points of one version (a cancelled or stale attempt)."""
+        self._delete(index, fields_filter(document_id=document_id, version=version))
+
+    def _delete(self, index: str, selector: models.Filter) -> int:
+        collection = self._collection(index)
+        with self._connection.guard(index) as client:
+            count = client.count(collection, count_filter=selector, exact=True).count
+            if count:
+                client.delete(collection, points_selector=selector, wait=True)
+        return count
+
+    def count_points(
+        self,
+        index: str,
+        document_id: str | None = None,
+        version: int | None = None,
+        state: str | None = None,
+    ) -> int:
+        selector = fields_filter(document_id=document_id, version=version, state=state)
+        with self._connection.guard(index) as client:
+            result = client.count(self._collection(index), count_filter=selector, exact=True)
+        return result.count
+
+    def stored_vectors(self, index: str, document_id: str, version: int) -> dict[str, np.ndarray]:
+        """Return text_hash → dense vector for the points of that version (for reuse)."""
+        vectors: dict[str, np.ndarray] = {}
+        selector = fields_filter(document_id=document_id, version=version)
+        for record in self._scroll(index, selector, payload=["text_hash"], vectors=[DENSE]):
+            dense = record.vector[DENSE] if isinstance(record.vector, dict) else None
+            if record.payload and dense is not None:
+                vectors[record.payload["text_hash"]] = np.asarray(dense, dtype=np.float32)
+        return vectors
+
+    def _scroll(
+        self,
+        index: str,
+        selector: models.Filter,
+        *,
+        payload: Sequence[str],
+        vectors: Sequence[str] | None = None,
+    ) -> Iterator[models.Record]:
+        collection = self._collection(index)
+        offset: models.ExtendedPointId | None = None
+        while True:
+            with self._connection.guard(index) as client:
+                records, offset = client.scroll(
+                    collection,
+                    scroll_filter=selector,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=list(payload),
+                    with_vectors=list(vectors) if vectors else False,
+                )
+            yield from records
+            if offset is None:
+                return
+
+    # --- documents ----------------------------------------------------------------------
+
+    def _live_documents(self, index: str, document_id: str | None) -> dict[str, StoredDocument]:
+        selector = fields_filter(document_id=document_id, state="live", chunk_index=0)
+        latest: dict[str, StoredDocument] = {}
+        for record in self._scroll(index, selector, payload=DOCUMENT_PAYLOAD_KEYS):
+            document = stored_document(record.payload or {})
+            current = latest.get(document.document_id)
+            if current is None or document.version > current.version:
+                latest[document.document_id] = document
+        return latest
+
+    def list_documents(self, index: str) -> list[StoredDocument]:
+        """Return each document's highest live version, ordered by document_id."""
+        documents = self._live_documents(index, None)
+        return [documents[key] for key in sorted(documents)]
+
+    def live_document(self, index: str, document_id: str) -> StoredDocument | None:
+        return self._live_documents(index, document_id).get(document_id)
+
+    def get_document(self, index: str, document_id: str) -> StoredDocument:
+        """Return the document's highest live version, or raise `DocumentNotFound`."""
+        document = self.live_document(index, document_id)
+        if document is None:
+            raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
+        return document
+
+    def delete_document(self, index: str, document_id: str) -> bool:
+        """Delete every point of the document (all versions and states); False if none."""
+        return self._delete(index, fields_filter(document_id=document_id)) > 0
+
+    # --- search candidates --------------------------------------------------------------
+
+    def query_dense(
+        self, index: str, vector: np.ndarray, *, limit: int, filter: SearchFilter | None = None
+    ) -> list[ScoredChunk]:
+        """Return live chunks by cosine similarity to `vector` (higher is better)."""
+        return self._query(index, [candidate_request(vector, limit=limit, search_filter=filter)])[0]
+
+    def query_sparse(
+        self, index: str, terms: SparseTerms, *, limit: int, filter: SearchFilter | None = None
+    ) -> list[ScoredChunk]:
+        """Return live chunks by keyword score (IDF-weighted dot product; higher is better)."""
+        if not terms.indices:
+            return []
+        return self._query(index, [candidate_request(terms, limit=limit, search_filter=filter)])[0]
+
+    def query_both(
+        self,
+        index: str,
+        *,
+        vector: np.ndarray,
+        terms: SparseTerms,
+        limit: int,
+        filter: SearchFilter | None = None,
+    ) -> tuple[list[ScoredChunk], list[ScoredChunk]]:
+        """Return the dense and the keyword candidates, fetched in one round trip."""
+        requests = [candidate_request(vector, limit=limit, search_filter=filter)]
+        if terms.indices:
+            requests.append(candidate_request(terms, limit=limit, search_filter=filter))
+        lists = self._query(index, requests)
+        return lists[0], lists[1] if len(lists) > 1 else []
+
+    def query_fused(
+        self,
+        index: str,
+        *,
+        vector: np.ndarray,
+        terms: SparseTerms,
+        limit: int,
+        filter: SearchFilter | None = None,
+        rrf_k: int | None = None,
+    ) -> list[ScoredChunk]:
+        """Return Qdrant's own RRF over the dense and keyword candidates (`limit` each).
+
+        Its scores are fused ranks only; search fuses on the client to keep each retriever's
+        score, and tests compare the two. `rrf_k` None is Qdrant's default constant.
+        """
+        prefetch, query = fused_query(vector, terms, limit=limit, search_filter=filter, rrf_k=rrf_k)
+        with self._connection.guard(index) as client:
+            response = client.query_points(
+                self._collection(index),
+                prefetch=prefetch,
+                query=query,
+                limit=2 * limit,
+                with_payload=list(RESULT_PAYLOAD_KEYS),
+            )
+        return [scored_chunk(point) for point in response.points]
+
+    def _query(self, index: str, requests: list[models.QueryRequest]) -> list[list[ScoredChunk]]:
+        with self._connection.guard(index) as client:
+            responses = client.query_batch_points(self._collection(index), requests)
+        return [[scored_chunk(point) for point in response.points] for response in responses]
