@@ -15,11 +15,14 @@
     │   ├── IndexNotFound             index_not_found
     │   ├── DocumentNotFound          document_not_found
     │   ├── InvalidFilter             invalid_filter
-    │   └── StoreLocked               store_locked
+    │   ├── StoreLocked               store_locked
+    │   ├── Superseded                superseded
+    │   └── Cancelled                 cancelled
     └── TransientError                worth retrying with backoff
         ├── ProviderRateLimited       rate_limited
         ├── ProviderTimeout           timeout
-        └── DependencyUnavailable     dependency_unavailable
+        ├── DependencyUnavailable     dependency_unavailable
+        └── DocumentBusy              document_busy
 
 Third-party exceptions are translated once, where they are raised, with `raise ... from exc`.
 """
@@ -113,6 +116,24 @@ class StoreLocked(PermanentError):
     code = "store_locked"
 
 
+class Superseded(PermanentError):
+    """A newer upload of the document was handed out while this attempt ran."""
+
+    code = "superseded"
+
+    def __init__(
+        self, message: str = "A newer upload of this document exists; this attempt was dropped."
+    ) -> None:
+        super().__init__(message)
+
+
+class Cancelled(PermanentError):
+    code = "cancelled"
+
+    def __init__(self, message: str = "The job was cancelled; the index is as it was.") -> None:
+        super().__init__(message)
+
+
 class ProviderRateLimited(TransientError):
     code = "rate_limited"
 
@@ -127,3 +148,9 @@ class ProviderTimeout(TransientError):
 
 class DependencyUnavailable(TransientError):
     code = "dependency_unavailable"
+
+
+class DocumentBusy(TransientError):
+    """Another attempt holds the document's store lock (see `pipeline.fencing`)."""
+
+    code = "document_busy"

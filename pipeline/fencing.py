@@ -1,0 +1,132 @@
+"""Redis fencing for replace-on-reingest: version numbers per document and a store-phase lock.
+
+Every upload of a document gets the next version from a per-(index, document) counter. An
+attempt may write and publish only while its version is the newest handed out (`is_current`),
+so a slow attempt that finishes after a newer upload was published drops its work instead of
+replacing the newer version. The check-write-publish-retire sequence of one document runs
+under `lock`, so two attempts never interleave their store calls; the lock has a TTL so a
+worker that dies holding it blocks the document for at most that long.
+
+The counter is the source of truth only while Redis keeps it. If Redis loses it (flushed,
+restored from an old snapshot) while Qdrant still holds version 7, `next_version(floor=7)`
+first raises it to the floor, atomically, so versions never go backwards.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from pipeline.errors import DependencyUnavailable, DocumentBusy
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEY_PREFIX = "docingest:"
+DEFAULT_LOCK_TIMEOUT = 600.0
+"""Seconds a store-phase lock lives unless released: longer than any one document's writes."""
+
+_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
+
+# KEYS[1] = counter, ARGV[1] = floor. Raise a missing or lower counter to the floor, then INCR.
+_NEXT_VERSION = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local floor = tonumber(ARGV[1])
+if current < floor then
+    redis.call('SET', KEYS[1], floor)
+end
+return redis.call('INCR', KEYS[1])
+"""
+
+
+def _unavailable(exc: Exception) -> DependencyUnavailable:
+    return DependencyUnavailable(f"Redis is unavailable: {exc}")
+
+
+class DocumentFence:
+    """Per-document version counters and locks in Redis under `key_prefix`."""
+
+    def __init__(self, redis: Redis, key_prefix: str = DEFAULT_KEY_PREFIX) -> None:
+        self._redis = redis
+        self._prefix = key_prefix
+        self._next_version = redis.register_script(_NEXT_VERSION)
+
+    def _key(self, kind: str, index: str, document_id: str) -> str:
+        # Index names cannot contain ":", so the document id may contain anything.
+        return f"{self._prefix}{kind}:{index}:{document_id}"
+
+    def next_version(self, index: str, document_id: str, *, floor: int = 0) -> int:
+        """Hand out the document's next version, never at or below `floor` (the store's)."""
+        try:
+            return int(
+                self._next_version(keys=[self._key("version", index, document_id)], args=[floor])
+            )
+        except _REDIS_DOWN as exc:
+            raise _unavailable(exc) from exc
+
+    def current_version(self, index: str, document_id: str) -> int | None:
+        """Return the newest version handed out for the document, or None if none was."""
+        try:
+            value = self._redis.get(self._key("version", index, document_id))
+        except _REDIS_DOWN as exc:
+            raise _unavailable(exc) from exc
+        return None if value is None else int(value)
+
+    def is_current(self, index: str, document_id: str, version: int) -> bool:
+        """Whether `version` may still be published: no newer version was handed out."""
+        current = self.current_version(index, document_id)
+        return current is None or version >= current
+
+    @contextmanager
+    def lock(
+        self,
+        index: str,
+        document_id: str,
+        *,
+        timeout: float = DEFAULT_LOCK_TIMEOUT,
+        blocking_timeout: float | None = None,
+    ) -> Iterator[None]:
+        """Hold the document's store-phase lock; it expires after `timeout` seconds.
+
+        Waits up to `blocking_timeout` (default `timeout`: by then a dead holder's lock has
+        expired) and raises `DocumentBusy` if another attempt still holds it.
+        """
+        lock = self._redis.lock(
+            self._key("lock", index, document_id),
+            timeout=timeout,
+            blocking_timeout=timeout if blocking_timeout is None else blocking_timeout,
+        )
+        try:
+            acquired = lock.acquire()
+        except _REDIS_DOWN as exc:
+            raise _unavailable(exc) from exc
+        except LockError as exc:  # pragma: no cover - acquire reports a timeout as False
+            raise DocumentBusy(_busy_message(document_id)) from exc
+        if not acquired:
+            raise DocumentBusy(_busy_message(document_id))
+        try:
+            yield
+        finally:
+            try:
+                lock.release()
+            except LockNotOwnedError:
+                log.warning(
+                    "the store lock of document %r in index %r expired before release; "
+                    "raise its timeout",
+                    document_id,
+                    index,
+                )
+            except _REDIS_DOWN as exc:  # the TTL frees it; do not hide the body's error
+                log.warning("could not release the store lock of %r: %s", document_id, exc)
+
+
+def _busy_message(document_id: str) -> str:
+    return f"Another upload of document {document_id!r} is being stored; try again shortly."

@@ -1,0 +1,174 @@
+"""Document versions and store locks against the real Redis (DB 15, one key prefix per test)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from pipeline.errors import DependencyUnavailable, DocumentBusy
+from pipeline.fencing import DocumentFence
+
+
+@pytest.fixture
+def client() -> Iterator[redis.Redis]:
+    conn = redis.Redis(host="127.0.0.1", port=6379, db=15)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def fence(client: redis.Redis) -> Iterator[DocumentFence]:
+    prefix = f"test-fencing:{uuid.uuid4().hex}:"
+    yield DocumentFence(client, key_prefix=prefix)
+    keys = list(client.scan_iter(match=f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
+
+
+def test_versions_count_up_per_document(fence: DocumentFence) -> None:
+    assert fence.current_version("idx", "a.pdf") is None
+    assert [fence.next_version("idx", "a.pdf") for _ in range(3)] == [1, 2, 3]
+    assert fence.next_version("idx", "b.pdf") == 1
+    assert fence.next_version("other", "a.pdf") == 1
+    assert fence.current_version("idx", "a.pdf") == 3
+
+
+def test_any_document_id_has_its_own_counter(fence: DocumentFence) -> None:
+    for document_id in ("x:y", "x", "dossier/été 2024.pdf", "x:y:"):
+        assert fence.next_version("idx", document_id) == 1
+    assert fence.current_version("idx", "x:y") == 1
+
+
+@pytest.mark.parametrize(
+    ("existing", "floor", "expected"),
+    [
+        (None, 7, 8),  # Redis lost the counter; Qdrant still holds version 7
+        (3, 7, 8),  # an old snapshot was restored
+        (10, 7, 11),  # the counter is ahead: the floor changes nothing
+        (None, 0, 1),
+    ],
+)
+def test_the_floor_keeps_versions_above_the_store(
+    fence: DocumentFence, existing: int | None, floor: int, expected: int
+) -> None:
+    for _ in range(existing or 0):
+        fence.next_version("idx", "doc")
+    assert fence.next_version("idx", "doc", floor=floor) == expected
+    assert fence.current_version("idx", "doc") == expected
+
+
+def test_concurrent_callers_get_distinct_versions(client: redis.Redis) -> None:
+    prefix = f"test-fencing:{uuid.uuid4().hex}:"
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        own = DocumentFence(redis.Redis(host="127.0.0.1", port=6379, db=15), key_prefix=prefix)
+        for _ in range(25):
+            version = own.next_version("idx", "doc", floor=5)
+            with lock:
+                results.append(version)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    client.delete(*client.scan_iter(match=f"{prefix}*"))
+    assert sorted(results) == list(range(6, 106))
+
+
+def test_only_the_newest_version_is_current(fence: DocumentFence) -> None:
+    assert fence.is_current("idx", "doc", 1)  # nothing handed out yet
+    first = fence.next_version("idx", "doc")
+    assert fence.is_current("idx", "doc", first)
+    second = fence.next_version("idx", "doc")
+    assert not fence.is_current("idx", "doc", first)
+    assert fence.is_current("idx", "doc", second)
+
+
+def test_the_lock_serialises_holders(fence: DocumentFence) -> None:
+    events: list[str] = []
+    holding = threading.Event()
+
+    def first() -> None:
+        with fence.lock("idx", "doc", timeout=5):
+            events.append("first in")
+            holding.set()
+            time.sleep(0.3)
+            events.append("first out")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    holding.wait(5)
+    with fence.lock("idx", "doc", timeout=5):
+        events.append("second in")
+    thread.join()
+    assert events == ["first in", "first out", "second in"]
+
+
+def test_other_documents_are_not_blocked(fence: DocumentFence) -> None:
+    with fence.lock("idx", "a", timeout=5), fence.lock("idx", "b", timeout=5, blocking_timeout=0):
+        pass
+
+
+def test_a_held_lock_makes_a_short_wait_fail_as_busy(fence: DocumentFence) -> None:
+    with fence.lock("idx", "doc", timeout=5):
+        started = time.monotonic()
+        with (
+            pytest.raises(DocumentBusy) as caught,
+            fence.lock("idx", "doc", timeout=5, blocking_timeout=0.2),
+        ):
+            pass
+        assert time.monotonic() - started < 2
+    assert caught.value.code == "document_busy"
+
+
+def test_a_dead_holders_lock_expires(client: redis.Redis, fence: DocumentFence) -> None:
+    # A worker that dies holds the lock until its TTL: acquire and never release.
+    dead = client.lock(fence._key("lock", "idx", "doc"), timeout=0.5)
+    assert dead.acquire(blocking=False)
+    started = time.monotonic()
+    with fence.lock("idx", "doc", timeout=5):
+        waited = time.monotonic() - started
+    assert 0.2 < waited < 3
+
+
+def test_a_lock_that_expired_while_held_is_released_quietly(
+    fence: DocumentFence, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="pipeline.fencing"):
+        with fence.lock("idx", "doc", timeout=0.2):
+            time.sleep(0.4)
+    assert "expired before release" in caplog.text
+    with fence.lock("idx", "doc", timeout=5, blocking_timeout=0):
+        pass
+
+
+def test_unreachable_redis_is_a_dependency_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    down = redis.Redis(
+        host="127.0.0.1", port=closed_port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
+    )
+    fence = DocumentFence(down, key_prefix="unused:")
+    for call in (
+        lambda: fence.next_version("idx", "doc", floor=3),
+        lambda: fence.current_version("idx", "doc"),
+        lambda: fence.is_current("idx", "doc", 1),
+    ):
+        with pytest.raises(DependencyUnavailable):
+            call()
+    with pytest.raises(DependencyUnavailable) as caught, fence.lock("idx", "doc", timeout=1):
+        pass
+    assert caught.value.code == "dependency_unavailable"
