@@ -9,9 +9,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from pipeline.errors import IngestError
-from pipeline.prepare import ChunkingConfig, PreparedDocument, prepare_document
+from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.settings import ChunkUnit, Settings, get_settings
+from pipeline.store_models import ChunkingSpec
 
 PREVIEW_WORDS = 12
 
@@ -68,15 +71,16 @@ def _print_human(path: Path, prepared: PreparedDocument) -> None:
 
 
 def _inspect(args: argparse.Namespace, settings: Settings) -> int:
-    chunking = ChunkingConfig(
-        chunk_size=args.chunk_size or settings.chunk_size,
-        chunk_overlap=args.chunk_overlap
-        if args.chunk_overlap is not None
-        else settings.chunk_overlap,
-        unit=ChunkUnit(args.unit) if args.unit else settings.chunk_unit,
-    )
-    if chunking.chunk_overlap >= chunking.chunk_size:
-        print("error: --chunk-overlap must be smaller than --chunk-size", file=sys.stderr)
+    try:
+        chunking = ChunkingSpec(
+            chunk_size=args.chunk_size or settings.chunk_size,
+            chunk_overlap=args.chunk_overlap
+            if args.chunk_overlap is not None
+            else settings.chunk_overlap,
+            unit=ChunkUnit(args.unit) if args.unit else settings.chunk_unit,
+        )
+    except ValidationError as exc:
+        print(f"error: {exc.errors()[0]['msg']}", file=sys.stderr)
         return 2
     failures = 0
     for path in _iter_files(args.files):

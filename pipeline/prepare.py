@@ -13,21 +13,9 @@ from pipeline.detect import detect
 from pipeline.document import Detection, ExtractedDocument, join_blocks
 from pipeline.extract import extract
 from pipeline.metadata import automatic_metadata
-from pipeline.settings import ChunkUnit, Settings
+from pipeline.settings import Settings
+from pipeline.store_models import ChunkingSpec
 from pipeline.tokens import length_function_for
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkingConfig:
-    """How an index cuts documents: size and overlap, both measured in `unit`."""
-
-    chunk_size: int
-    chunk_overlap: int
-    unit: ChunkUnit = ChunkUnit.CHARS
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ChunkingConfig:
-        return cls(settings.chunk_size, settings.chunk_overlap, settings.chunk_unit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +33,10 @@ def prepare_document(
     filename: str,
     settings: Settings,
     content_type: str | None = None,
-    chunking: ChunkingConfig | None = None,
+    chunking: ChunkingSpec | None = None,
 ) -> PreparedDocument:
     """Detect, extract and chunk `data`; raise a `PermanentError` subclass on bad input."""
-    chunking = chunking or ChunkingConfig.from_settings(settings)
+    chunking = chunking or ChunkingSpec.from_settings(settings)
     detection = detect(data, filename=filename, content_type=content_type)
     document = extract(data, detection, settings=settings)
     text, _ = join_blocks(document.blocks)

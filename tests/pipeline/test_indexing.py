@@ -16,14 +16,14 @@ from pipeline.embedding import COUNTERS, EmbeddingConfig
 from pipeline.errors import Cancelled, Superseded
 from pipeline.fencing import DocumentFence
 from pipeline.indexing import STEPS, IndexResult, index_document
-from pipeline.prepare import ChunkingConfig, PreparedDocument, prepare_document
+from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.search import SearchMode, SearchRequest, search
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.store import ChunkingSpec, IndexConfig, VectorStore
 
 INDEX = "docs"
 DOC = "notes.txt"
-CHUNKING = ChunkingConfig(150, 0, ChunkUnit.CHARS)
+CHUNKING = ChunkingSpec(chunk_size=150, chunk_overlap=0, unit=ChunkUnit.CHARS)
 """Small chunks: each paragraph below (with or without a marker) is one chunk."""
 
 PARAGRAPHS = [

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pipeline.errors import IngestError
-from pipeline.prepare import ChunkingConfig, prepare_document
+from pipeline.prepare import prepare_document
 from pipeline.settings import ChunkUnit, Settings
+from pipeline.store_models import ChunkingSpec
 from tests.conftest import CORPUS_DIR
 
 FORMAT_BY_FOLDER = {
@@ -83,7 +84,7 @@ def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> Non
     from pipeline.tokens import length_function_for
 
     path = CORPUS_DIR / "txt" / "rfc6455-websocket.txt"
-    config = ChunkingConfig(chunk_size=256, chunk_overlap=32, unit=ChunkUnit.TOKENS)
+    config = ChunkingSpec(chunk_size=256, chunk_overlap=32, unit=ChunkUnit.TOKENS)
     prepared = prepare_document(
         path.read_bytes(), filename=path.name, settings=settings, chunking=config
     )
