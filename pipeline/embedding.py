@@ -128,6 +128,20 @@ class QueryCache:
         return vector
 
 
+def check_embedder_matches(index: str, wanted: EmbeddingConfig, embedder: Embedder) -> None:
+    """Refuse to mix vectors of two models in one index (a caller's bug, never bad input)."""
+    if (embedder.provider, embedder.model, embedder.dimensions) != (
+        wanted.provider,
+        wanted.model,
+        wanted.dimensions,
+    ):
+        raise ValueError(
+            f"index '{index}' is embedded with {wanted.provider}/{wanted.model} "
+            f"({wanted.dimensions}); the embedder given is {embedder.provider}/{embedder.model} "
+            f"({embedder.dimensions})"
+        )
+
+
 def build_embedder(
     config: EmbeddingConfig, *, settings: Settings, redis: Redis | None = None
 ) -> Embedder:

@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from pipeline.chunking import Chunk
-from pipeline.embedding import Embedder, EmbeddingConfig
+from pipeline.embedding import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
 from pipeline.fencing import DEFAULT_LOCK_TIMEOUT, DocumentFence
 from pipeline.prepare import PreparedDocument
@@ -106,7 +106,7 @@ def index_document(
     config = store.index_config(index)
     if config is None:
         raise IndexNotFound(f"Index '{index}' does not exist.")
-    _check_embedder(index, config.embedding, embedder)
+    check_embedder_matches(index, config.embedding, embedder)
     if not fence.is_current(index, document_id, version):
         raise Superseded()
     live = store.live_document(index, document_id)
@@ -214,20 +214,6 @@ def index_document(
         chunks_reused=reused,
         unchanged=False,
     )
-
-
-def _check_embedder(index: str, wanted: EmbeddingConfig, embedder: Embedder) -> None:
-    """Refuse to mix vectors of two models in one index (a caller's bug, never input)."""
-    if (embedder.provider, embedder.model, embedder.dimensions) != (
-        wanted.provider,
-        wanted.model,
-        wanted.dimensions,
-    ):
-        raise ValueError(
-            f"index '{index}' is embedded with {wanted.provider}/{wanted.model} "
-            f"({wanted.dimensions}), not {embedder.provider}/{embedder.model} "
-            f"({embedder.dimensions})"
-        )
 
 
 def _embed_missing(

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.embedding import Embedder, QueryCache
+from pipeline.embedding import Embedder, QueryCache, check_embedder_matches
 from pipeline.errors import IndexNotFound
 from pipeline.sparse import encode_query
 from pipeline.store import ScoredChunk, SearchFilter, VectorStore
@@ -105,17 +105,7 @@ def search(
     config = store.index_config(index)
     if config is None:
         raise IndexNotFound(f"Index '{index}' does not exist.")
-    wanted = config.embedding
-    if (embedder.provider, embedder.model, embedder.dimensions) != (
-        wanted.provider,
-        wanted.model,
-        wanted.dimensions,
-    ):
-        raise ValueError(
-            f"index '{index}' is embedded with {wanted.provider}/{wanted.model} "
-            f"({wanted.dimensions}); the embedder given is {embedder.provider}/{embedder.model} "
-            f"({embedder.dimensions})"
-        )
+    check_embedder_matches(index, config.embedding, embedder)
     limit = candidate_limit(request.top_k)
     if request.mode == "keyword":
         terms = encode_query(request.query)
