@@ -20,8 +20,6 @@ string. Speeds are medians. Quality is measured on each splitter's own text and 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import re
 import statistics
 import sys
@@ -33,6 +31,8 @@ from pathlib import Path
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import find_corpus, machine  # noqa: E402
 
 from pipeline.chunking import chunk_document  # noqa: E402
 from pipeline.document import Block, join_blocks  # noqa: E402
@@ -52,24 +52,6 @@ _PARAGRAPH_BREAK = re.compile(r"\n[ \t\f\v\r]*\n")
 _SENTENCE_END = re.compile(r"[.!?…。！？][\"'”’)\]」』）]*\Z")
 _PARAGRAPH_END = re.compile(r"\s*\n\s*\n|\s*\Z")
 _LINE_END = re.compile(r"[^\S\n]*(?:\n|\Z)")
-
-
-def find_corpus() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (
-        os.environ.get("DOCINGEST_CORPUS_DIR"),
-        here.parent.parent / "shared" / "corpus",
-    ):
-        if candidate and (Path(candidate) / "README.md").is_file():
-            return Path(candidate)
-    return Path("/work/shared/corpus")
-
-
-def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    names = re.findall(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else []
-    model = names[0] if names else platform.machine()
-    return f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 @dataclass

@@ -32,7 +32,6 @@ import csv
 import json
 import math
 import os
-import platform
 import re
 import statistics
 import sys
@@ -44,30 +43,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import find_corpus, machine  # noqa: E402
+
 from pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder  # noqa: E402
 
 DATASETS = {"scifact": "scifact", "cranfield": "cranfield/beir"}
 TOP_K = 10
 RRF_K = 60
 RRF_DEPTH = 100
-
-
-def find_corpus() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (
-        os.environ.get("DOCINGEST_CORPUS_DIR"),
-        here.parent.parent / "shared" / "corpus",
-    ):
-        if candidate and (Path(candidate) / "README.md").is_file():
-            return Path(candidate)
-    return Path("/work/shared/corpus")
-
-
-def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    names = re.findall(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else []
-    model = names[0] if names else platform.machine()
-    return f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 def _lines(path: Path) -> list[str]:
