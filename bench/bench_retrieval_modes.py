@@ -1,0 +1,317 @@
+"""Retrieval quality per search mode (vector, keyword, hybrid) through the real store and search.
+
+Run: .venv/bin/python bench/bench_retrieval_modes.py [--limit-docs N] [--store memory|local]
+
+SciFact (BEIR layout, `<corpus>/retrieval/scifact`): every document ("title text") becomes one
+chunk of its own document in a `VectorStore` index (Qdrant in memory by default), embedded with
+the local model (all-MiniLM-L6-v2) and keyword-encoded with `pipeline.sparse.encode_document`;
+every test query goes through `pipeline.search.search` with top_k 10 in each mode. Document
+vectors are cached in /tmp keyed by model, sequence length and the corpus's sha256, so a rerun
+skips the few minutes of embedding.
+
+- nDCG@10 (BEIR / trec_eval): linear gain, log2 discount, ideal DCG from every judged document.
+- R@10: relevant documents in the top 10 / relevant documents of the query.
+
+Then the diagnosis behind the defaults, on the same candidate lists (`store.query_both`, 50
+per retriever as search fetches for top_k 10) re-fused offline: RRF's rank constant k,
+a weight on one retriever, and the fixed average length of the keyword vectors (SciFact
+abstracts are longer than a default chunk, see `pipeline.sparse`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pipeline.embedders.local import LocalEmbedder  # noqa: E402
+from pipeline.embedding import EmbeddingConfig, QueryCache  # noqa: E402
+from pipeline.search import SearchMode, SearchRequest, candidate_limit, search  # noqa: E402
+from pipeline.settings import Settings  # noqa: E402
+from pipeline.sparse import AVG_LEN, analyze, encode_document, encode_query  # noqa: E402
+from pipeline.store import (  # noqa: E402
+    ChunkRecord,
+    DocumentFields,
+    IndexConfig,
+    ScoredChunk,
+    VectorStore,
+)
+
+TOP_K = 10
+MODES: tuple[SearchMode, ...] = ("vector", "keyword", "hybrid")
+CACHE_DIR = Path(tempfile.gettempdir()) / "docingest-bench"
+
+
+def find_corpus() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (
+        os.environ.get("DOCINGEST_CORPUS_DIR"),
+        here.parent.parent / "shared" / "corpus",
+    ):
+        if candidate and (Path(candidate) / "README.md").is_file():
+            return Path(candidate)
+    return Path("/work/shared/corpus")
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    names = re.findall(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else []
+    model = names[0] if names else platform.machine()
+    return f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+@dataclass
+class Dataset:
+    doc_ids: list[str]
+    doc_texts: list[str]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    sha256: str
+
+
+def load_scifact(folder: Path, limit_docs: int | None) -> Dataset:
+    raw = (folder / "corpus.jsonl").read_bytes()
+    docs = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
+    with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as file:
+        rows = csv.reader(file, delimiter="\t")
+        next(rows)
+        for query_id, doc_id, score in rows:
+            qrels[query_id][doc_id] = int(score)
+    if limit_docs is not None:  # every judged document, then distractors in corpus order
+        judged = {doc_id for judgments in qrels.values() for doc_id in judgments}
+        others = [doc["_id"] for doc in docs if doc["_id"] not in judged]
+        kept = judged | set(others[: max(limit_docs - len(judged), 0)])
+        docs = [doc for doc in docs if doc["_id"] in kept]
+    queries = {}
+    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
+        query = json.loads(line)
+        if query["_id"] in qrels:
+            queries[query["_id"]] = query["text"]
+    ids = [doc["_id"] for doc in docs]
+    digest = hashlib.sha256(raw + json.dumps(ids).encode()).hexdigest()
+    texts = [f"{doc['title']} {doc['text']}".strip() for doc in docs]
+    return Dataset(ids, texts, queries, dict(qrels), digest)
+
+
+def evaluate(
+    rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]
+) -> tuple[float, float]:
+    """Return mean nDCG@10 and recall@10 over the judged queries."""
+    ndcgs, recalls = [], []
+    for query_id, judgments in qrels.items():
+        top = rankings.get(query_id, [])[:TOP_K]
+        dcg = sum(judgments.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(top))
+        ideal = sorted((g for g in judgments.values() if g > 0), reverse=True)[:TOP_K]
+        idcg = sum(gain / math.log2(rank + 2) for rank, gain in enumerate(ideal))
+        relevant = {doc for doc, gain in judgments.items() if gain > 0}
+        ndcgs.append(dcg / idcg if idcg else 0.0)
+        recalls.append(len(relevant.intersection(top)) / len(relevant) if relevant else 0.0)
+    return statistics.fmean(ndcgs), statistics.fmean(recalls)
+
+
+def document_vectors(data: Dataset, embedder: LocalEmbedder) -> np.ndarray:
+    key = f"scifact-{embedder.model}-{embedder.max_seq_length}-{data.sha256[:16]}.npy"
+    path = CACHE_DIR / key
+    if path.exists():
+        print(f"document vectors from {path}", file=sys.stderr)
+        return np.load(path)
+    started = time.perf_counter()
+    total, step = len(data.doc_texts), max(len(data.doc_texts) // 10, 1)
+
+    def progress(done: int) -> None:
+        if done % step < embedder.max_batch or done == total:
+            print(f"  embedded {done}/{total}", file=sys.stderr)
+
+    vectors = embedder.embed_documents(data.doc_texts, on_progress=progress)
+    print(f"embedded {total} documents in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    return vectors
+
+
+def build_index(
+    store: VectorStore, name: str, data: Dataset, vectors: np.ndarray, avg_len: float
+) -> float:
+    """Write one published chunk per document; return the seconds it took."""
+    started = time.perf_counter()
+    config = IndexConfig(
+        embedding=EmbeddingConfig(provider="local", model="all-MiniLM-L6-v2", dimensions=384)
+    )
+    store.create_index(name, config)
+    records = []
+    for doc_id, text, vector in zip(data.doc_ids, data.doc_texts, vectors, strict=True):
+        fields = DocumentFields(
+            filename=f"{doc_id}.txt", format="txt", content_sha256=None, pages=None,
+            words=len(text.split()), chunk_count=1,
+        )  # fmt: skip
+        records.append(
+            ChunkRecord(
+                document_id=doc_id,
+                version=1,
+                chunk_index=0,
+                text=text,
+                text_hash=hashlib.sha256(text.encode()).hexdigest(),
+                start=0,
+                end=len(text),
+                page_start=None,
+                page_end=None,
+                headings=[],
+                dense=vector,
+                sparse=encode_document(text, avg_len=avg_len),
+                document=fields,
+            )  # fmt: skip
+        )
+    store.write_chunks(name, records)
+    for doc_id in data.doc_ids:
+        store.publish(name, doc_id, 1)
+    return time.perf_counter() - started
+
+
+def run_modes(
+    store: VectorStore,
+    name: str,
+    data: Dataset,
+    embedder: LocalEmbedder,
+    cache: QueryCache,
+    modes: tuple[SearchMode, ...] = MODES,
+) -> dict[str, tuple[float, float, float]]:
+    """Return mode → (nDCG@10, R@10, median ms per search)."""
+    results: dict[str, tuple[float, float, float]] = {}
+    for mode in modes:
+        rankings, took = {}, []
+        for query_id, text in data.queries.items():
+            request = SearchRequest(query=text, top_k=TOP_K, mode=mode)
+            response = search(store, name, request, embedder=embedder, query_cache=cache)
+            rankings[query_id] = [result.document_id for result in response.results]
+            took.append(response.took_ms)
+        results[mode] = (*evaluate(rankings, data.qrels), statistics.median(took))
+    return results
+
+
+Candidates = dict[str, tuple[list[ScoredChunk], list[ScoredChunk]]]
+
+
+def candidates(
+    store: VectorStore, name: str, data: Dataset, cache: QueryCache, embedder: LocalEmbedder
+) -> Candidates:
+    limit = candidate_limit(TOP_K)
+    return {
+        query_id: store.query_both(
+            name, vector=cache.get_or_embed(embedder, text), terms=encode_query(text), limit=limit
+        )
+        for query_id, text in data.queries.items()
+    }
+
+
+Fusion = Callable[[int | None, int | None], float]
+"""Score of a document from its dense and keyword ranks (from 0; None where absent)."""
+
+
+def fused(lists: Candidates, score: Fusion) -> dict[str, list[str]]:
+    """Rank each query's candidate documents by `score`, best first."""
+    rankings = {}
+    for query_id, (dense, keyword) in lists.items():
+        dense_rank = {hit.document_id: rank for rank, hit in enumerate(dense)}
+        keyword_rank = {hit.document_id: rank for rank, hit in enumerate(keyword)}
+        docs = list({hit.document_id: None for hit in [*dense, *keyword]})
+        scores = {doc: score(dense_rank.get(doc), keyword_rank.get(doc)) for doc in docs}
+        # ties keep first-seen order, dense first, as pipeline.search.fuse does
+        rankings[query_id] = sorted(docs, key=lambda doc: -scores[doc])[:TOP_K]
+    return rankings
+
+
+def rrf(k: float, dense_weight: float = 1.0) -> Fusion:
+    """RRF as pipeline.search fuses, with weights dense_weight and 2 - dense_weight."""
+
+    def score(dense: int | None, keyword: int | None) -> float:
+        total = 0.0
+        if dense is not None:
+            total += dense_weight / (k + dense)
+        if keyword is not None:
+            total += (2.0 - dense_weight) / (k + keyword)
+        return total
+
+    return score
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit-docs", type=int, default=None)
+    parser.add_argument("--store", choices=["memory", "local"], default="memory")
+    parser.add_argument("--no-diagnosis", action="store_true")
+    parser.add_argument(
+        "--avg-len", type=float, nargs="*", default=None,
+        help="keyword average lengths to re-index with (default: the corpus's own mean)",
+    )  # fmt: skip
+    args = parser.parse_args()
+
+    data = load_scifact(find_corpus() / "retrieval" / "scifact", args.limit_docs)
+    embedder = LocalEmbedder.load()
+    vectors = document_vectors(data, embedder)
+    lengths = [len(analyze(text)) for text in data.doc_texts]
+    corpus_avg = statistics.fmean(lengths)
+    if args.avg_len is None:
+        args.avg_len = [round(corpus_avg)]
+    load = os.getloadavg()
+    print(f"{len(data.doc_ids)} documents, {len(data.queries)} test queries; {machine()}; "
+          f"load {load[0]:.1f}; keyword terms per document: mean {corpus_avg:.0f}, "
+          f"median {statistics.median(lengths):.0f}")  # fmt: skip
+
+    with tempfile.TemporaryDirectory() as tmp:
+        location = ":memory:" if args.store == "memory" else None
+        store = VectorStore.open(Settings(qdrant_url=location, data_dir=Path(tmp)))
+        cache = QueryCache(4096)
+        seconds = build_index(store, "scifact", data, vectors, AVG_LEN)
+        print(f"indexed in {seconds:.0f} s ({args.store})")
+        print("\n| mode | nDCG@10 | R@10 | median search ms |\n|---|---:|---:|---:|")
+        modes = run_modes(store, "scifact", data, embedder, cache)
+        for mode, (ndcg, recall, ms) in modes.items():
+            print(f"| {mode} | {ndcg:.3f} | {recall:.3f} | {ms:.0f} |")
+        if args.no_diagnosis:
+            return
+
+        lists = candidates(store, "scifact", data, cache, embedder)
+        print("\nRe-fused offline from the same candidates (50 per retriever):")
+        print("\n| fusion | nDCG@10 | R@10 |\n|---|---:|---:|")
+        for k in (1, 10, 20, 40, 60, 100):
+            ndcg, recall = evaluate(fused(lists, rrf(k)), data.qrels)
+            print(f"| RRF k={k} | {ndcg:.3f} | {recall:.3f} |")
+        for weight in (0.6, 0.8, 1.2, 1.4):
+            ndcg, recall = evaluate(fused(lists, rrf(60, weight)), data.qrels)
+            label = f"RRF k=60, weights dense {weight:.1f} / keyword {2 - weight:.1f}"
+            print(f"| {label} | {ndcg:.3f} | {recall:.3f} |")
+
+        print("\nKeyword vectors' average length (AVG_LEN is the default; re-indexed):")
+        print("\n| avg_len | keyword nDCG@10 | keyword R@10 | hybrid nDCG@10 | hybrid R@10 |")
+        print("|---:|---:|---:|---:|---:|")
+        print(f"| {AVG_LEN:.0f} (default) | {modes['keyword'][0]:.3f} | {modes['keyword'][1]:.3f} "
+              f"| {modes['hybrid'][0]:.3f} | {modes['hybrid'][1]:.3f} |")  # fmt: skip
+        for avg_len in args.avg_len:
+            name = f"scifact-{avg_len:.0f}"
+            build_index(store, name, data, vectors, avg_len)
+            other = run_modes(store, name, data, embedder, cache, modes=("keyword", "hybrid"))
+            print(f"| {avg_len:.0f} | {other['keyword'][0]:.3f} | {other['keyword'][1]:.3f} "
+                  f"| {other['hybrid'][0]:.3f} | {other['hybrid'][1]:.3f} |")  # fmt: skip
+        store.close()
+
+
+if __name__ == "__main__":
+    main()
