@@ -1,13 +1,14 @@
 """Retrieval quality per search mode (vector, keyword, hybrid) through the real store and search.
 
 Run: .venv/bin/python bench/bench_retrieval_modes.py [--limit-docs N] [--store memory|local]
+         [--no-diagnosis] [--avg-len L [L ...]]
 
 SciFact (BEIR layout, `<corpus>/retrieval/scifact`): every document ("title text") becomes one
 chunk of its own document in a `VectorStore` index (Qdrant in memory by default), embedded with
 the local model (all-MiniLM-L6-v2) and keyword-encoded with `pipeline.sparse.encode_document`;
 every test query goes through `pipeline.search.search` with top_k 10 in each mode. Document
 vectors are cached in /tmp keyed by model, sequence length and the corpus's sha256, so a rerun
-skips the few minutes of embedding.
+skips the embedding (21 minutes for all 5,183 on 2 shared cores).
 
 - nDCG@10 (BEIR / trec_eval): linear gain, log2 discount, ideal DCG from every judged document.
 - R@10: relevant documents in the top 10 / relevant documents of the query.
@@ -15,7 +16,8 @@ skips the few minutes of embedding.
 Then the diagnosis behind the defaults, on the same candidate lists (`store.query_both`, 50
 per retriever as search fetches for top_k 10) re-fused offline: RRF's rank constant k,
 a weight on one retriever, and the fixed average length of the keyword vectors (SciFact
-abstracts are longer than a default chunk, see `pipeline.sparse`).
+abstracts are longer than a default chunk, see `pipeline.sparse`). Results and their reading:
+BENCHMARKS.md, "Retrieval quality by search mode".
 """
 
 from __future__ import annotations
@@ -27,8 +29,6 @@ import hashlib
 import json
 import math
 import os
-import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -40,6 +40,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import find_corpus, machine  # noqa: E402
 
 from pipeline.embedders.local import LocalEmbedder  # noqa: E402
 from pipeline.embedding import EmbeddingConfig, QueryCache  # noqa: E402
@@ -57,24 +59,6 @@ from pipeline.store import (  # noqa: E402
 TOP_K = 10
 MODES: tuple[SearchMode, ...] = ("vector", "keyword", "hybrid")
 CACHE_DIR = Path(tempfile.gettempdir()) / "docingest-bench"
-
-
-def find_corpus() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (
-        os.environ.get("DOCINGEST_CORPUS_DIR"),
-        here.parent.parent / "shared" / "corpus",
-    ):
-        if candidate and (Path(candidate) / "README.md").is_file():
-            return Path(candidate)
-    return Path("/work/shared/corpus")
-
-
-def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    names = re.findall(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else []
-    model = names[0] if names else platform.machine()
-    return f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
 @dataclass
