@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import find_corpus, machine  # noqa: E402
+from _common import evaluate, find_corpus, machine  # noqa: E402
 
 from pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder  # noqa: E402
 
@@ -99,22 +99,6 @@ def load_dataset(name: str, root: Path, limit_docs: int | None) -> Dataset:
         queries=queries,
         qrels=dict(qrels),
     )
-
-
-def evaluate(
-    rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]
-) -> tuple[float, float]:
-    """Return mean nDCG@10 and recall@10 over the judged queries (trec_eval definitions)."""
-    ndcgs, recalls = [], []
-    for query_id, judgments in qrels.items():
-        top = rankings.get(query_id, [])[:TOP_K]
-        dcg = sum(judgments.get(doc, 0) / math.log2(rank + 2) for rank, doc in enumerate(top))
-        ideal = sorted((g for g in judgments.values() if g > 0), reverse=True)[:TOP_K]
-        idcg = sum(gain / math.log2(rank + 2) for rank, gain in enumerate(ideal))
-        relevant = {doc for doc, gain in judgments.items() if gain > 0}
-        ndcgs.append(dcg / idcg if idcg else 0.0)
-        recalls.append(len(relevant.intersection(top)) / len(relevant) if relevant else 0.0)
-    return statistics.fmean(ndcgs), statistics.fmean(recalls)
 
 
 def _words(text: str) -> list[str]:
