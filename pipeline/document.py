@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -64,6 +65,9 @@ class ExtractedDocument:
     modified: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+
+PageReporter = Callable[[int, int], None]
+"""Called with (pages done, pages total) as extraction advances."""
 
 BLOCK_SEPARATOR = "\n\n"
 """What stands between two blocks in a document's full text (and so in chunk offsets)."""

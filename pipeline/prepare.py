@@ -5,12 +5,13 @@ This is what a worker does before embedding, and what `docingest inspect` shows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.chunking import Chunk, chunk_document
 from pipeline.detect import detect
-from pipeline.document import Detection, ExtractedDocument, join_blocks
+from pipeline.document import Detection, ExtractedDocument, PageReporter, join_blocks
 from pipeline.extract import extract
 from pipeline.metadata import automatic_metadata
 from pipeline.settings import Settings
@@ -34,13 +35,22 @@ def prepare_document(
     settings: Settings,
     content_type: str | None = None,
     chunking: ChunkingSpec | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    on_page: PageReporter | None = None,
 ) -> PreparedDocument:
-    """Detect, extract and chunk `data`; raise a `PermanentError` subclass on bad input."""
+    """Detect, extract and chunk `data`; raise a `PermanentError` subclass on bad input.
+
+    `on_stage` hears "detecting", "extracting" and "chunking" as each begins.
+    """
+    stage = on_stage or _ignore
     chunking = chunking or ChunkingSpec.from_settings(settings)
+    stage("detecting")
     detection = detect(data, filename=filename, content_type=content_type)
-    document = extract(data, detection, settings=settings)
+    stage("extracting")
+    document = extract(data, detection, settings=settings, on_page=on_page)
     text, _ = join_blocks(document.blocks)
     metadata = automatic_metadata(data, filename=filename, document=document, text=text)
+    stage("chunking")
     chunks = chunk_document(
         document.blocks,
         chunk_size=chunking.chunk_size,
@@ -48,3 +58,7 @@ def prepare_document(
         length=length_function_for(chunking.unit),
     )
     return PreparedDocument(detection, document, text, metadata, chunks)
+
+
+def _ignore(stage: str) -> None:
+    return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.document import Detection, DocumentFormat, ExtractedDocument
+from pipeline.document import Detection, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import DocumentTooLarge, NoTextFound
 from pipeline.extract.docx import extract_docx
 from pipeline.extract.html import extract_html
@@ -12,15 +12,22 @@ from pipeline.extract.text import extract_text
 from pipeline.settings import Settings
 
 
-def extract(data: bytes, detection: Detection, *, settings: Settings) -> ExtractedDocument:
+def extract(
+    data: bytes,
+    detection: Detection,
+    *,
+    settings: Settings,
+    on_page: PageReporter | None = None,
+) -> ExtractedDocument:
     """Extract the blocks and document metadata of `data`, already detected as `detection`.
 
     Raises `NoTextFound` when the document holds no text at all, and `DocumentTooLarge`
-    when it yields more than `settings.max_extracted_chars` characters.
+    when it yields more than `settings.max_extracted_chars` characters. `on_page(done, total)`
+    follows a PDF's pages; other formats are one page, reported when extracted.
     """
     match detection.format:
         case DocumentFormat.PDF:
-            document = extract_pdf(data, max_pages=settings.max_pages)
+            document = extract_pdf(data, max_pages=settings.max_pages, on_page=on_page)
         case DocumentFormat.DOCX:
             document = extract_docx(
                 data,
@@ -33,6 +40,8 @@ def extract(data: bytes, detection: Detection, *, settings: Settings) -> Extract
             document = extract_markdown(data, encoding=detection.encoding)
         case DocumentFormat.TXT:
             document = extract_text(data, encoding=detection.encoding)
+    if on_page is not None and detection.format is not DocumentFormat.PDF:
+        on_page(1, 1)
     total = sum(len(block.text) for block in document.blocks)
     if total > settings.max_extracted_chars:
         raise DocumentTooLarge(

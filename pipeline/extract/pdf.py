@@ -40,7 +40,7 @@ from typing import Any
 from pypdf import PasswordType, PdfReader
 from pypdf.errors import DependencyError, PyPdfError
 
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
+from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import (
     CorruptDocument,
     DocumentTooLarge,
@@ -86,8 +86,12 @@ _FILE_NAME = re.compile(
 _JUNK_TITLES = {"untitled", "untitled document", "title", "unknown", "none"}
 
 
-def extract_pdf(data: bytes, *, max_pages: int) -> ExtractedDocument:
+def extract_pdf(
+    data: bytes, *, max_pages: int, on_page: PageReporter | None = None
+) -> ExtractedDocument:
     """Extract the text of `data`, a PDF of at most `max_pages` pages, as blocks.
+
+    `on_page(done, total)` is called after each page, for progress.
 
     Raises `EmptyDocument` for 0 bytes or no pages, `EncryptedDocument` when a password is
     needed, `CorruptDocument` when pypdf cannot read the structure or any page,
@@ -123,6 +127,8 @@ def extract_pdf(data: bytes, *, max_pages: int) -> ExtractedDocument:
         lines = _clean_lines(text, page_label=labels[index], page_number=index + 1)
         has_text = has_text or any(lines)
         blocks.extend(_page_blocks(lines, page=index + 1, headings=headings.get(index, [])))
+        if on_page is not None:
+            on_page(index + 1, page_count)
     if not has_text:
         if failed_pages:
             raise CorruptDocument(
