@@ -17,7 +17,9 @@
     │   ├── InvalidFilter             invalid_filter
     │   ├── StoreLocked               store_locked
     │   ├── Superseded                superseded
-    │   └── Cancelled                 cancelled
+    │   ├── Cancelled                 cancelled
+    │   ├── UploadTooLarge            upload_too_large
+    │   └── InvalidUpload             invalid_upload
     └── TransientError                worth retrying with backoff
         ├── ProviderRateLimited       rate_limited
         ├── ProviderTimeout           timeout
@@ -132,6 +134,46 @@ class Cancelled(PermanentError):
 
     def __init__(self, message: str = "The job was cancelled; the index is as it was.") -> None:
         super().__init__(message)
+
+
+class UploadTooLarge(PermanentError):
+    """The upload's file (or its whole body) is larger than the configured limit."""
+
+    code = "upload_too_large"
+
+
+class InvalidUpload(PermanentError):
+    """The upload is not a well-formed multipart form with one `file` part within its bounds."""
+
+    code = "invalid_upload"
+
+
+class JobNotFound(PermanentError):
+    code = "job_not_found"
+
+
+class JobStateConflict(PermanentError):
+    """The job is in a state the request cannot apply to (cancel a finished job, ...)."""
+
+    code = "job_state_conflict"
+
+
+class StoreNotHere(PermanentError):
+    """Local-mode Qdrant is owned by another process (the worker); this one cannot read it."""
+
+    code = "store_not_here"
+
+
+class Unauthorized(PermanentError):
+    """No API key, or an unknown one."""
+
+    code = "unauthorized"
+
+
+class Forbidden(PermanentError):
+    """The API key is valid but not for this index."""
+
+    code = "forbidden"
 
 
 class ProviderRateLimited(TransientError):
