@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -20,6 +21,32 @@ class ChunkUnit(StrEnum):
 
 def _default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "docingest"
+
+
+class ApiKey(BaseModel):
+    """One API key, given in clear (`key`) or as the hex sha256 of the key (`sha256`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: SecretStr | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+    indexes: list[str] | None = None
+    """Indexes the key may use; None allows all."""
+    name: str | None = None
+    """A label for logs (never the key itself)."""
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ApiKey:
+        if (self.key is None) == (self.sha256 is None):
+            raise ValueError("give each API key as exactly one of 'key' or 'sha256'")
+        return self
+
+    def digest(self) -> bytes:
+        """Return the sha256 of the key, the form keys are compared in."""
+        if self.key is not None:
+            return hashlib.sha256(self.key.get_secret_value().encode()).digest()
+        assert self.sha256 is not None
+        return bytes.fromhex(self.sha256)
 
 
 class Settings(BaseSettings):
@@ -135,11 +162,79 @@ class Settings(BaseSettings):
     query_cache_size: int = Field(default=1024, ge=0)
     """Query embeddings kept in memory (LRU); 0 disables the cache."""
 
+    # --- jobs and workers ---------------------------------------------------------------
+    redis_key_prefix: str = "docingest:"
+    """Prefix of every Redis key, so several deployments can share one Redis."""
+
+    job_ttl_days: float = Field(default=7.0, gt=0)
+    """How long a finished job (and a failed job's staged upload) is kept."""
+
+    job_max_attempts: int = Field(default=3, gt=0)
+    """Attempts per job (a worker lost mid-job or a transient error each cost one)."""
+
+    job_retry_base_seconds: float = Field(default=5.0, gt=0)
+    """First delay before a job that hit a transient error runs again; doubles per attempt."""
+
+    job_retry_max_seconds: float = Field(default=300.0, gt=0)
+    """Longest delay before such a job runs again (a longer Retry-After is still honoured)."""
+
+    heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
+    """How often a worker records that it is still working on a job."""
+
+    heartbeat_timeout_seconds: float = Field(default=60.0, gt=0)
+    """Silence after which a processing job is re-queued (or failed with `timeout`)."""
+
+    housekeeping_interval_seconds: float = Field(default=15.0, gt=0)
+    """How often some worker sweeps for jobs whose worker stopped."""
+
+    task_soft_time_limit_seconds: int = Field(default=3600, gt=0)
+    """Time one job may run before it is stopped and fails with `timeout`."""
+
+    task_time_limit_seconds: int = Field(default=3660, gt=0)
+    """Hard limit: a job still running after it is killed with its pool process."""
+
+    broker_visibility_timeout_seconds: int = Field(default=7200, gt=0)
+    """Redis broker: an unacknowledged task is redelivered after this; above the hard limit."""
+
+    worker_concurrency: int = Field(default=2, gt=0)
+    """Jobs one worker runs at once (threads in `serve` and in local mode)."""
+
+    # --- HTTP ---------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    """Address `docingest serve` and `docingest api` listen on."""
+
+    port: int = Field(default=8000, gt=0, lt=65536)
+    """Port `docingest serve` and `docingest api` listen on."""
+
+    api_keys: list[ApiKey] = Field(default_factory=list)
+    """API keys as JSON, e.g. `[{"key": "s3cret", "indexes": ["legal"]}, {"sha256": "..."}]`;
+    empty means no key is needed. `indexes` omitted or null allows every index."""
+
     @model_validator(mode="after")
     def _check_overlap(self) -> Settings:
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError("chunk_overlap must be smaller than chunk_size")
         return self
+
+    @model_validator(mode="after")
+    def _check_time_limits(self) -> Settings:
+        # A task outliving the visibility timeout is delivered twice (celery#5935).
+        if not (
+            self.task_soft_time_limit_seconds
+            < self.task_time_limit_seconds
+            < self.broker_visibility_timeout_seconds
+        ):
+            raise ValueError(
+                "need task_soft_time_limit_seconds < task_time_limit_seconds < "
+                "broker_visibility_timeout_seconds"
+            )
+        if self.heartbeat_timeout_seconds <= 2 * self.heartbeat_interval_seconds:
+            raise ValueError("heartbeat_timeout_seconds must exceed two heartbeat intervals")
+        return self
+
+    @property
+    def job_ttl_seconds(self) -> int:
+        return int(self.job_ttl_days * 86400)
 
     @property
     def staging_dir(self) -> Path:

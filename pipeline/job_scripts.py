@@ -1,0 +1,144 @@
+"""The Lua scripts that change job hashes atomically (see `pipeline.jobs`).
+
+Each reads the time from Redis, so every host agrees on it.
+"""
+
+_TIME = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+"""
+
+# KEYS: job, running, queued. ARGV: job_id, max_attempts, stale_after.
+CLAIM = (
+    _TIME
+    + """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {'missing', 0} end
+if status == 'completed' or status == 'failed' or status == 'cancelled' then
+    return {'finished', 0}
+end
+local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
+if status == 'processing' then
+    local beat = tonumber(redis.call('HGET', KEYS[1], 'heartbeat_at') or '0')
+    if now - beat < tonumber(ARGV[3]) then return {'busy', attempts} end
+end
+local function finish(new_status, error)
+    redis.call('HSET', KEYS[1], 'status', new_status, 'finished_at', tostring(now),
+        'error', error)
+    redis.call('HDEL', KEYS[1], 'stage')
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('ZREM', KEYS[3], ARGV[1])
+end
+if redis.call('HGET', KEYS[1], 'cancel_requested') == '1' then
+    finish('cancelled', 'null')
+    return {'cancelled', attempts}
+end
+if attempts >= tonumber(ARGV[2]) then
+    finish('failed', ARGV[4])
+    return {'exhausted', attempts}
+end
+attempts = attempts + 1
+redis.call('HSET', KEYS[1], 'status', 'processing', 'attempts', attempts,
+    'heartbeat_at', tostring(now))
+if not redis.call('HGET', KEYS[1], 'started_at') then
+    redis.call('HSET', KEYS[1], 'started_at', tostring(now))
+end
+redis.call('HDEL', KEYS[1], 'stage')
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return {'claimed', attempts}
+"""
+)
+
+# KEYS: job, running. ARGV: job_id, attempt, progress ('' = none), field, value, ...
+UPDATE = (
+    _TIME
+    + """
+if redis.call('HGET', KEYS[1], 'status') ~= 'processing' then return 0 end
+if redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[2] then return 0 end
+if ARGV[3] ~= '' then
+    local old = tonumber(redis.call('HGET', KEYS[1], 'progress') or '0')
+    if tonumber(ARGV[3]) > old then redis.call('HSET', KEYS[1], 'progress', ARGV[3]) end
+end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'heartbeat_at', tostring(now))
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+return 1
+"""
+)
+
+# KEYS: job, running, queued, finished-counters. ARGV: job_id, attempt, status, ttl, f, v, ...
+FINISH = (
+    _TIME
+    + """
+if redis.call('HGET', KEYS[1], 'status') ~= 'processing' then return 0 end
+if redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[3], 'finished_at', tostring(now))
+redis.call('HDEL', KEYS[1], 'stage')
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HINCRBY', KEYS[4], ARGV[3], 1)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
+return 1
+"""
+)
+
+# KEYS: job, running, queued. ARGV: job_id, attempt ('' = any), stale_after ('' = any), note.
+REQUEUE = (
+    _TIME
+    + """
+if redis.call('HGET', KEYS[1], 'status') ~= 'processing' then return 0 end
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[2] then return 0 end
+if ARGV[3] ~= '' then
+    local beat = tonumber(redis.call('HGET', KEYS[1], 'heartbeat_at') or '0')
+    if now - beat < tonumber(ARGV[3]) then return 0 end
+end
+redis.call('HSET', KEYS[1], 'status', 'queued', 'queued_at', tostring(now),
+    'last_error', ARGV[4])
+redis.call('HDEL', KEYS[1], 'stage')
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], now, ARGV[1])
+return 1
+"""
+)
+
+# KEYS: job, queued, finished-counters. ARGV: job_id, ttl.
+CANCEL = (
+    _TIME
+    + """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return 'missing' end
+if status == 'queued' then
+    redis.call('HSET', KEYS[1], 'status', 'cancelled', 'finished_at', tostring(now),
+        'cancel_requested', '1')
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('HINCRBY', KEYS[3], 'cancelled', 1)
+    redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+    return 'cancelled'
+end
+if status == 'processing' then
+    redis.call('HSET', KEYS[1], 'cancel_requested', '1')
+    return 'requested'
+end
+return status
+"""
+)
+
+# KEYS: job, queued. ARGV: job_id.
+RETRY = (
+    _TIME
+    + """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return 'missing' end
+if status ~= 'failed' and status ~= 'cancelled' then return status end
+redis.call('HSET', KEYS[1], 'status', 'queued', 'queued_at', tostring(now), 'progress', '0',
+    'attempts', '0', 'pages_done', '0', 'chunks_embedded', '0', 'chunks_done', '0',
+    'cancel_requested', '0', 'error', 'null', 'result', 'null')
+redis.call('HDEL', KEYS[1], 'stage', 'finished_at', 'started_at', 'version', 'pages_total',
+    'chunks_total')
+redis.call('PERSIST', KEYS[1])
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+return 'queued'
+"""
+)

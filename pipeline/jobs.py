@@ -1,0 +1,472 @@
+"""Job state in Redis: one hash per job, changed only by atomic Lua scripts.
+
+A job is `queued` until a worker claims it, `processing` while one works on it, then
+`completed`, `failed` or `cancelled`. Every claim increments `attempts` and that number is
+the attempt's fencing token: an update carries it and is ignored unless the job is still
+`processing` under the same attempt, so a worker that was given up on (re-queued by the
+sweep, or cancelled) can never move the job backwards or overwrite a newer attempt's state.
+`progress` only grows within a run. Times come from Redis's clock, so workers on many hosts
+with skewed clocks agree on which heartbeat is stale.
+
+The claim refuses a job that another worker is still visibly working on (fresh heartbeat),
+which turns a duplicate delivery into a no-op; and it fails a job whose attempts are used
+up (each lost worker cost one) with `timeout`, so a document that kills its worker ends
+`failed` instead of looping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from pipeline.errors import DependencyUnavailable, JobNotFound, JobStateConflict
+from pipeline.job_scripts import CANCEL, CLAIM, FINISH, REQUEUE, RETRY, UPDATE
+from pipeline.keys import JobStage, JobStatus, Keys
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
+
+STAGE_SPANS: dict[JobStage, tuple[float, float]] = {
+    JobStage.DETECTING: (0.0, 0.02),
+    JobStage.EXTRACTING: (0.02, 0.15),
+    JobStage.CHUNKING: (0.15, 0.2),
+    JobStage.EMBEDDING: (0.2, 0.85),
+    JobStage.STORING: (0.85, 0.99),
+}
+"""Share of the overall progress each stage covers (embedding dominates real jobs)."""
+
+
+class Job(BaseModel):
+    """A job as the API shows it (the contract's Job, plus a few extensions)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    index: str
+    document_id: str
+    filename: str
+    status: JobStatus
+    stage: JobStage | None
+    progress: float
+    pages_total: int | None
+    pages_done: int
+    chunks_total: int | None
+    chunks_done: int
+    """Chunks embedded and stored."""
+    chunks_embedded: int
+    """Chunks with a vector (embedded now or reused), stored or not yet."""
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    heartbeat_at: str | None
+    attempts: int
+    result: dict[str, Any] | None
+    error: dict[str, str] | None
+    size_bytes: int
+    content_sha256: str | None
+    metadata: dict[str, Any]
+    force: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What the API records for a new upload."""
+
+    job_id: str
+    index: str
+    document_id: str
+    filename: str
+    staged_name: str
+    """The staged upload's file name inside the staging directory (never the client's)."""
+    size_bytes: int
+    content_sha256: str | None
+    content_type: str | None
+    metadata: Mapping[str, Any]
+    force: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobWork:
+    """What a worker needs to run a job (the parts of the hash the API does not show)."""
+
+    job: Job
+    staged_name: str
+    content_type: str | None
+    version: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The outcome of claiming a job: `claimed` with an attempt number, or why not."""
+
+    outcome: str
+    """claimed | missing | finished | busy | cancelled | exhausted"""
+    attempt: int
+
+
+def stage_progress(stage: JobStage, done: int = 0, total: int = 1) -> float:
+    """Overall progress for `done` of `total` units through `stage`."""
+    low, high = STAGE_SPANS[stage]
+    fraction = min(max(done / total, 0.0), 1.0) if total > 0 else 1.0
+    return round(low + (high - low) * fraction, 4)
+
+
+def _rfc3339(value: str | None) -> str | None:
+    if not value:
+        return None
+    moment = datetime.fromtimestamp(float(value), tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value else None
+
+
+def _json(value: str | None) -> Any:
+    return None if not value else json.loads(value)
+
+
+def job_from_hash(raw: Mapping[str, str]) -> Job:
+    """Build a `Job` from its Redis hash."""
+    return Job(
+        job_id=raw["job_id"],
+        index=raw["index"],
+        document_id=raw["document_id"],
+        filename=raw["filename"],
+        status=JobStatus(raw["status"]),
+        stage=JobStage(raw["stage"]) if raw.get("stage") else None,
+        progress=float(raw.get("progress") or 0.0),
+        pages_total=_int(raw.get("pages_total")),
+        pages_done=_int(raw.get("pages_done")) or 0,
+        chunks_total=_int(raw.get("chunks_total")),
+        chunks_done=_int(raw.get("chunks_done")) or 0,
+        chunks_embedded=_int(raw.get("chunks_embedded")) or 0,
+        created_at=_rfc3339(raw["created_at"]) or "",
+        started_at=_rfc3339(raw.get("started_at")),
+        finished_at=_rfc3339(raw.get("finished_at")),
+        heartbeat_at=_rfc3339(raw.get("heartbeat_at")),
+        attempts=_int(raw.get("attempts")) or 0,
+        result=_json(raw.get("result")),
+        error=_json(raw.get("error")),
+        size_bytes=_int(raw.get("size_bytes")) or 0,
+        content_sha256=raw.get("content_sha256") or None,
+        metadata=_json(raw.get("metadata")) or {},
+        force=raw.get("force") == "1",
+    )
+
+
+class JobStore:
+    """Create, claim, advance, finish, cancel, retry and list jobs; one instance per process."""
+
+    def __init__(self, redis: Redis, *, keys: Keys, ttl_seconds: int) -> None:
+        """`redis` must decode responses (`decode_responses=True`)."""
+        self._redis = redis
+        self.keys = keys
+        self.ttl_seconds = ttl_seconds
+        self._claim = redis.register_script(CLAIM)
+        self._update = redis.register_script(UPDATE)
+        self._finish = redis.register_script(FINISH)
+        self._requeue = redis.register_script(REQUEUE)
+        self._cancel = redis.register_script(CANCEL)
+        self._retry = redis.register_script(RETRY)
+
+    # --- the API side -------------------------------------------------------------------
+
+    def create(self, spec: JobSpec) -> Job:
+        """Record a new `queued` job."""
+        keys = self.keys
+        try:
+            now = self._now()
+            fields = {
+                "job_id": spec.job_id,
+                "index": spec.index,
+                "document_id": spec.document_id,
+                "filename": spec.filename,
+                "staged_name": spec.staged_name,
+                "size_bytes": str(spec.size_bytes),
+                "content_sha256": spec.content_sha256 or "",
+                "content_type": spec.content_type or "",
+                "metadata": json.dumps(dict(spec.metadata), separators=(",", ":")),
+                "force": "1" if spec.force else "0",
+                "status": JobStatus.QUEUED.value,
+                "progress": "0",
+                "attempts": "0",
+                "pages_done": "0",
+                "chunks_embedded": "0",
+                "chunks_done": "0",
+                "created_at": repr(now),
+                "queued_at": repr(now),
+                "result": "null",
+                "error": "null",
+            }
+            with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(keys.job(spec.job_id), mapping=fields)  # type: ignore[arg-type]
+                pipe.zadd(keys.jobs, {spec.job_id: now})
+                pipe.zadd(keys.index_jobs(spec.index), {spec.job_id: now})
+                pipe.zadd(keys.queued, {spec.job_id: now})
+                pipe.execute()
+        except REDIS_DOWN as exc:
+            raise _unavailable(exc) from exc
+        return job_from_hash(fields)
+
+    def get(self, job_id: str) -> Job:
+        """Return the job, or raise `JobNotFound`."""
+        return job_from_hash(self._raw(job_id))
+
+    def work(self, job_id: str) -> JobWork:
+        """Return the job with what a worker needs to run it."""
+        raw = self._raw(job_id)
+        return JobWork(
+            job=job_from_hash(raw),
+            staged_name=raw["staged_name"],
+            content_type=raw.get("content_type") or None,
+            version=_int(raw.get("version")),
+        )
+
+    def recent(
+        self, *, index: str | None = None, status: JobStatus | None = None, limit: int = 50
+    ) -> list[Job]:
+        """Return up to `limit` jobs, newest first, of one index and/or one status."""
+        key = self.keys.index_jobs(index) if index else self.keys.jobs
+        found: list[Job] = []
+        start, page = 0, max(limit, 100)
+        try:
+            while len(found) < limit:
+                ids: list[str] = self._redis.zrevrange(key, start, start + page - 1)  # type: ignore[assignment]
+                if not ids:
+                    break
+                start += page
+                with self._redis.pipeline(transaction=False) as pipe:
+                    for job_id in ids:
+                        pipe.hgetall(self.keys.job(job_id))
+                    raws = pipe.execute()
+                expired = [job_id for job_id, raw in zip(ids, raws, strict=True) if not raw]
+                if expired:  # finished jobs expire; drop them from the listings lazily
+                    self._redis.zrem(self.keys.jobs, *expired)
+                    if index:
+                        self._redis.zrem(key, *expired)
+                for raw in raws:
+                    if raw and (status is None or raw["status"] == status.value):
+                        found.append(job_from_hash(raw))
+        except REDIS_DOWN as exc:
+            raise _unavailable(exc) from exc
+        return found[:limit]
+
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a queued job at once, or ask its worker to stop; 409 once it finished."""
+        keys = self.keys
+        outcome = self._call(
+            self._cancel,
+            [keys.job(job_id), keys.queued, keys.finished],
+            [job_id, self.ttl_seconds],
+        )
+        if outcome == "missing":
+            raise JobNotFound(f"Job '{job_id}' does not exist (or has expired).")
+        if outcome not in ("cancelled", "requested"):
+            raise JobStateConflict(f"Job '{job_id}' is already {outcome}; it cannot be cancelled.")
+        return self.get(job_id)
+
+    def retry(self, job_id: str) -> Job:
+        """Queue a failed or cancelled job again, from the start; 409 for any other state."""
+        outcome = self._call(self._retry, [self.keys.job(job_id), self.keys.queued], [job_id])
+        if outcome == "missing":
+            raise JobNotFound(f"Job '{job_id}' does not exist (or has expired).")
+        if outcome != "queued":
+            raise JobStateConflict(
+                f"Job '{job_id}' is {outcome}; only a failed or cancelled job can be retried."
+            )
+        return self.get(job_id)
+
+    def mark_unqueueable(self, job_id: str, error: Mapping[str, str]) -> None:
+        """Fail a job that could not be handed to the queue at all (the API answers 503)."""
+        keys = self.keys
+        try:
+            with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(
+                    keys.job(job_id),
+                    mapping={
+                        "status": JobStatus.FAILED.value,
+                        "finished_at": repr(self._now()),
+                        "error": json.dumps(dict(error)),
+                    },
+                )
+                pipe.zrem(keys.queued, job_id)
+                pipe.hincrby(keys.finished, JobStatus.FAILED.value, 1)
+                pipe.expire(keys.job(job_id), self.ttl_seconds)
+                pipe.execute()
+        except REDIS_DOWN as exc:
+            raise _unavailable(exc) from exc
+
+    # --- the worker side ----------------------------------------------------------------
+
+    def claim(self, job_id: str, *, max_attempts: int, stale_after: float) -> Claim:
+        """Start an attempt at `job_id` (see the module docstring for when it refuses)."""
+        keys = self.keys
+        exhausted = json.dumps(
+            {
+                "code": "timeout",
+                "message": f"The job's worker stopped during each of its {max_attempts} "
+                "attempts; the document may be too large or hostile for the workers.",
+            }
+        )
+        outcome, attempt = self._call(
+            self._claim,
+            [keys.job(job_id), keys.running, keys.queued],
+            [job_id, max_attempts, stale_after, exhausted],
+        )
+        if outcome in ("cancelled", "exhausted"):
+            status = "cancelled" if outcome == "cancelled" else "failed"
+            self._call_plain(lambda: self._finished_bookkeeping(job_id, status))
+        return Claim(outcome=str(outcome), attempt=int(attempt))
+
+    def update(
+        self,
+        job_id: str,
+        attempt: int,
+        *,
+        stage: JobStage | None = None,
+        progress: float | None = None,
+        **counts: int,
+    ) -> bool:
+        """Record stage, progress and counters of `attempt`; False if it no longer owns the job.
+
+        Every update is also a heartbeat.
+        """
+        args: list[str | int | float] = [job_id, attempt, "" if progress is None else progress]
+        if stage is not None:
+            args += ["stage", stage.value]
+        for name, value in counts.items():
+            args += [name, value]
+        return bool(self._call(self._update, [self.keys.job(job_id), self.keys.running], args))
+
+    def heartbeat(self, job_id: str, attempt: int) -> bool:
+        """Record that `attempt` is alive; False if it no longer owns the job."""
+        return self.update(job_id, attempt)
+
+    def set_version(self, job_id: str, attempt: int, version: int) -> bool:
+        """Remember the document version this job writes, for every later attempt."""
+        return self.update(job_id, attempt, version=version)
+
+    def complete(self, job_id: str, attempt: int, result: Mapping[str, Any]) -> bool:
+        return self._finish_as(
+            job_id, attempt, JobStatus.COMPLETED, progress="1.0", result=json.dumps(result)
+        )
+
+    def fail(self, job_id: str, attempt: int, error: Mapping[str, str]) -> bool:
+        return self._finish_as(job_id, attempt, JobStatus.FAILED, error=json.dumps(dict(error)))
+
+    def mark_cancelled(self, job_id: str, attempt: int) -> bool:
+        return self._finish_as(job_id, attempt, JobStatus.CANCELLED)
+
+    def requeue(
+        self,
+        job_id: str,
+        *,
+        attempt: int | None = None,
+        stale_after: float | None = None,
+        note: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Put a processing job back to `queued`: after a transient error (`attempt` given)
+        or because its heartbeat is older than `stale_after` (the sweep)."""
+        keys = self.keys
+        args = [
+            job_id,
+            "" if attempt is None else attempt,
+            "" if stale_after is None else stale_after,
+            json.dumps(dict(note)) if note else "null",
+        ]
+        return bool(self._call(self._requeue, [keys.job(job_id), keys.running, keys.queued], args))
+
+    def cancel_requested(self, job_id: str) -> bool:
+        return self._call_plain(
+            lambda: self._redis.hget(self.keys.job(job_id), "cancel_requested") == "1"
+        )
+
+    def stale(self, *, older_than: float) -> list[str]:
+        """Return processing jobs whose last heartbeat is more than `older_than` s old."""
+        now = self._now()
+        return self._call_plain(
+            lambda: list(self._redis.zrangebyscore(self.keys.running, "-inf", now - older_than))
+        )
+
+    # --- numbers for /metrics -----------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Jobs queued and processing now, and jobs finished per status since Redis began."""
+        keys = self.keys
+
+        def read() -> dict[str, int]:
+            with self._redis.pipeline(transaction=False) as pipe:
+                pipe.zcard(keys.queued)
+                pipe.zcard(keys.running)
+                pipe.hgetall(keys.finished)
+                queued, running, finished = pipe.execute()
+            counts = {status.value: 0 for status in JobStatus}
+            counts.update({name: int(value) for name, value in finished.items()})
+            counts["queued"], counts["processing"] = int(queued), int(running)
+            return counts
+
+        return self._call_plain(read)
+
+    def oldest_queued_age(self) -> float:
+        """Seconds the longest-waiting queued job has waited (0 when none is queued)."""
+
+        def read() -> float:
+            oldest = self._redis.zrange(self.keys.queued, 0, 0, withscores=True)
+            return max(0.0, self._now() - float(oldest[0][1])) if oldest else 0.0
+
+        return self._call_plain(read)
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _finish_as(self, job_id: str, attempt: int, status: JobStatus, **fields: str) -> bool:
+        keys = self.keys
+        args: list[str | int] = [job_id, attempt, status.value, self.ttl_seconds]
+        for name, value in fields.items():
+            args += [name, value]
+        return bool(
+            self._call(
+                self._finish, [keys.job(job_id), keys.running, keys.queued, keys.finished], args
+            )
+        )
+
+    def _finished_bookkeeping(self, job_id: str, status: str) -> None:
+        with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hincrby(self.keys.finished, status, 1)
+            pipe.expire(self.keys.job(job_id), self.ttl_seconds)
+            pipe.execute()
+
+    def _raw(self, job_id: str) -> dict[str, str]:
+        raw = self._call_plain(lambda: self._redis.hgetall(self.keys.job(job_id)))
+        if not raw:
+            raise JobNotFound(f"Job '{job_id}' does not exist (or has expired).")
+        return raw
+
+    def _now(self) -> float:
+        seconds, micros = self._redis.time()
+        return seconds + micros / 1_000_000
+
+    def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return script(keys=keys, args=args)
+        except REDIS_DOWN as exc:
+            raise _unavailable(exc) from exc
+
+    def _call_plain(self, read: Any) -> Any:
+        try:
+            return read()
+        except REDIS_DOWN as exc:
+            raise _unavailable(exc) from exc
+
+
+def _unavailable(exc: Exception) -> DependencyUnavailable:
+    return DependencyUnavailable(f"Redis is unavailable: {exc}")
