@@ -1,0 +1,282 @@
+"""Run one ingestion job: claim it, prepare the staged upload, index it, record the outcome.
+
+This is everything an ingest task does; the Celery task only turns `RetryJob` into a retry.
+Each attempt owns the job through its attempt number (see `pipeline.jobs`); if the sweep gives
+the job to another attempt meanwhile, this one notices at its next heartbeat or update and
+stops without recording anything. The document version is allocated once per job and kept in
+the job, so a redelivered job rewrites the same deterministic points instead of adding more.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import asdict
+from types import TracebackType
+from typing import Any
+
+from pipeline import metrics
+from pipeline.errors import (
+    Cancelled,
+    DependencyUnavailable,
+    PermanentError,
+    ProviderRateLimited,
+    TransientError,
+)
+from pipeline.indexing import IndexResult, index_document
+from pipeline.jobs import REDIS_DOWN, JobStore, JobWork, stage_progress
+from pipeline.keys import JobStage
+from pipeline.prepare import prepare_document
+from pipeline.services import Services
+
+log = logging.getLogger(__name__)
+
+
+class RetryJob(Exception):  # noqa: N818 - an instruction to the task, not an error
+    """The job met a transient error and was re-queued: run it again after `countdown` s."""
+
+    def __init__(self, countdown: float, cause: TransientError) -> None:
+        super().__init__(f"retry in {countdown:.1f}s: {cause.code}: {cause.message}")
+        self.countdown = countdown
+        self.cause = cause
+
+
+class LostJob(Exception):  # noqa: N818
+    """This attempt no longer owns the job (re-queued by the sweep, or finished elsewhere)."""
+
+
+class Heartbeat:
+    """A thread that records every `interval` s that an attempt is alive, until closed."""
+
+    def __init__(self, jobs: JobStore, job_id: str, attempt: int, *, interval: float) -> None:
+        self._jobs, self._job_id, self._attempt = jobs, job_id, attempt
+        self._interval = interval
+        self._stop = threading.Event()
+        self.lost = False
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self._interval + 5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                if not self._jobs.heartbeat(self._job_id, self._attempt):
+                    self.lost = True
+                    return
+            except DependencyUnavailable as exc:  # Redis blipped: the next beat may pass
+                log.warning("heartbeat of job %s failed: %s", self._job_id, exc)
+
+
+def retry_delay(attempt: int, error: TransientError, *, base: float, cap: float) -> float:
+    """Exponential backoff with jitter, at least the provider's Retry-After."""
+    delay = min(cap, base * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+    if isinstance(error, ProviderRateLimited) and error.retry_after:
+        delay = max(delay, error.retry_after)
+    return delay
+
+
+def run_job(
+    services: Services,
+    job_id: str,
+    *,
+    timeout_errors: tuple[type[BaseException], ...] = (),
+) -> str:
+    """Run `job_id` once; return what happened (for the log). Raises `RetryJob`.
+
+    `timeout_errors` are the exceptions a task's time limit raises (Celery's
+    `SoftTimeLimitExceeded`); they fail the job with `timeout`.
+    """
+    settings = services.settings
+    jobs = services.jobs
+    claim = jobs.claim(
+        job_id,
+        max_attempts=settings.job_max_attempts,
+        stale_after=settings.heartbeat_timeout_seconds,
+    )
+    if claim.outcome != "claimed":
+        log.info("job %s not run: %s", job_id, claim.outcome)
+        return claim.outcome
+    attempt = claim.attempt
+    started = time.perf_counter()
+    with Heartbeat(jobs, job_id, attempt, interval=settings.heartbeat_interval_seconds) as beat:
+        try:
+            work = jobs.work(job_id)
+            result = _process(services, work, attempt, beat)
+        except LostJob:
+            return _lost(job_id)
+        except Cancelled:
+            if beat.lost:
+                return _lost(job_id)
+            jobs.mark_cancelled(job_id, attempt)
+            metrics.JOBS_FINISHED.labels("cancelled", "").inc()
+            return "cancelled"
+        except PermanentError as exc:
+            jobs.fail(job_id, attempt, exc.to_dict())
+            metrics.JOBS_FINISHED.labels("failed", exc.code).inc()
+            return f"failed: {exc.code}"
+        except TransientError as exc:
+            if beat.lost:
+                return _lost(job_id)
+            if attempt >= settings.job_max_attempts:
+                error = {
+                    "code": exc.code,
+                    "message": f"{exc.message} (gave up after {attempt} attempts)",
+                }
+                jobs.fail(job_id, attempt, error)
+                metrics.JOBS_FINISHED.labels("failed", exc.code).inc()
+                return f"failed: {exc.code}"
+            jobs.requeue(job_id, attempt=attempt, note=exc.to_dict())
+            delay = retry_delay(
+                attempt,
+                exc,
+                base=settings.job_retry_base_seconds,
+                cap=settings.job_retry_max_seconds,
+            )
+            raise RetryJob(delay, exc) from exc
+        except timeout_errors:
+            limit = settings.task_soft_time_limit_seconds
+            error = {"code": "timeout", "message": f"The job ran past its {limit} s time limit."}
+            jobs.fail(job_id, attempt, error)
+            metrics.JOBS_FINISHED.labels("failed", "timeout").inc()
+            return "failed: timeout"
+        except Exception:
+            log.exception("job %s stopped by an unexpected error", job_id)
+            error = {
+                "code": "internal_error",
+                "message": f"An unexpected error stopped the job; the server log has the "
+                f"details under job {job_id}.",
+            }
+            jobs.fail(job_id, attempt, error)
+            metrics.JOBS_FINISHED.labels("failed", "internal_error").inc()
+            return "failed: internal_error"
+    if not jobs.complete(job_id, attempt, asdict(result)):
+        return _lost(job_id)
+    metrics.JOBS_FINISHED.labels("completed", "").inc()
+    metrics.JOB_SECONDS.observe(time.perf_counter() - started)
+    services.staged_path(work.staged_name).unlink(missing_ok=True)
+    return "completed"
+
+
+def _lost(job_id: str) -> str:
+    log.warning("job %s was taken over by another attempt; this one stopped", job_id)
+    return "lost"
+
+
+class _Reporter:
+    """Turns stage and count callbacks into fenced job updates; raises `LostJob` when fenced."""
+
+    def __init__(self, jobs: JobStore, job_id: str, attempt: int) -> None:
+        self._jobs, self._job_id, self._attempt = jobs, job_id, attempt
+        self._stage: JobStage | None = None
+        self._stage_started = time.perf_counter()
+
+    def update(self, *, stage: JobStage | None = None, **fields: Any) -> None:
+        if stage is not None and stage is not self._stage:
+            now = time.perf_counter()
+            if self._stage is not None:
+                metrics.STAGE_SECONDS.labels(self._stage.value).observe(now - self._stage_started)
+            self._stage, self._stage_started = stage, now
+        try:
+            owned = self._jobs.update(self._job_id, self._attempt, stage=stage, **fields)
+        except DependencyUnavailable as exc:  # progress is best effort; the job goes on
+            log.warning("progress of job %s not recorded: %s", self._job_id, exc)
+            return
+        if not owned:
+            raise LostJob()
+
+    def stage(self, name: str) -> None:
+        stage = JobStage(name)
+        self.update(stage=stage, progress=stage_progress(stage))
+
+    def page(self, done: int, total: int) -> None:
+        stage = JobStage.EXTRACTING
+        progress = stage_progress(stage, done, total)
+        self.update(stage=stage, progress=progress, pages_done=done, pages_total=total)
+
+    def chunks(self, name: str, done: int, total: int) -> None:
+        stage = JobStage(name)
+        progress = stage_progress(stage, done, total)
+        if stage is JobStage.EMBEDDING:
+            self.update(stage=stage, progress=progress, chunks_total=total, chunks_embedded=done)
+        else:
+            self.update(stage=stage, progress=progress, chunks_total=total, chunks_done=done)
+
+    def finish_stage(self) -> None:
+        if self._stage is not None:
+            elapsed = time.perf_counter() - self._stage_started
+            metrics.STAGE_SECONDS.labels(self._stage.value).observe(elapsed)
+            self._stage = None
+
+
+def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -> IndexResult:
+    job = work.job
+    jobs = services.jobs
+    report = _Reporter(jobs, job.job_id, attempt)
+    path = services.staged_path(work.staged_name)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise DependencyUnavailable(
+            f"The staged upload is missing on this worker ({path}); the staging directory "
+            "must be shared by the API and every worker."
+        ) from exc
+
+    def should_cancel() -> bool:
+        if beat.lost:
+            raise LostJob()
+        try:
+            return jobs.cancel_requested(job.job_id)
+        except DependencyUnavailable:
+            return False
+
+    config = services.ensure_index(job.index)
+    prepared = prepare_document(
+        data,
+        filename=job.filename,
+        settings=services.settings,
+        content_type=work.content_type,
+        chunking=config.chunking,
+        on_stage=report.stage,
+        on_page=report.page,
+    )
+    if should_cancel():
+        raise Cancelled()
+    embedder = services.embedder_for(config.embedding)
+    version = work.version
+    if version is None:
+        live = services.store.live_document(job.index, job.document_id)
+        floor = live.version if live is not None else 0
+        version = services.fence.next_version(job.index, job.document_id, floor=floor)
+        if not jobs.set_version(job.job_id, attempt, version):
+            raise LostJob()
+    try:
+        result = index_document(
+            prepared,
+            index=job.index,
+            document_id=job.document_id,
+            version=version,
+            user_metadata=dict(job.metadata),
+            store=services.store,
+            embedder=embedder,
+            fence=services.fence,
+            force=job.force,
+            on_progress=report.chunks,
+            should_cancel=should_cancel,
+        )
+    except REDIS_DOWN as exc:
+        raise DependencyUnavailable(f"Redis is unavailable: {exc}") from exc
+    report.finish_stage()
+    report.update(
+        chunks_total=result.chunks, chunks_embedded=result.chunks, chunks_done=result.chunks
+    )
+    return result

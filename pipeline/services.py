@@ -1,0 +1,113 @@
+"""The clients one process works with, built once: by the API's lifespan, by a worker process
+on its first task, or by `docingest serve` for both at once (so both share one local store).
+
+Local-mode Qdrant allows one process per directory. A process that does not own it
+(`owns_store=False`: the API beside a separate local-mode worker) gets `StoreNotHere` with a
+message saying what to do instead of a lock error; with a Qdrant server every process owns.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from redis import Redis
+
+from pipeline.embedding import Embedder, EmbeddingConfig, QueryCache, build_embedder
+from pipeline.errors import StoreNotHere
+from pipeline.fencing import DocumentFence
+from pipeline.jobs import REDIS_DOWN, JobStore
+from pipeline.keys import Keys
+from pipeline.settings import Settings
+from pipeline.store import ChunkingSpec, IndexConfig, VectorStore
+
+REDIS_SOCKET_TIMEOUT = 10.0
+"""Seconds one Redis command may take before it counts as Redis being unavailable."""
+
+
+class Services:
+    """Redis, job store, fence, vector store and embedders of one process; thread-safe."""
+
+    def __init__(self, settings: Settings, *, owns_store: bool) -> None:
+        self.settings = settings
+        self.redis: Redis = Redis.from_url(
+            settings.redis_url,
+            decode_responses=True,
+            socket_timeout=REDIS_SOCKET_TIMEOUT,
+            socket_connect_timeout=5.0,
+            health_check_interval=30,
+            retry_on_timeout=False,
+        )
+        self.keys = Keys(settings.redis_key_prefix)
+        self.jobs = JobStore(self.redis, keys=self.keys, ttl_seconds=settings.job_ttl_seconds)
+        self.fence = DocumentFence(self.redis, key_prefix=settings.redis_key_prefix)
+        self.query_cache = QueryCache(settings.query_cache_size)
+        self.owns_store = owns_store or settings.qdrant_url is not None
+        self._store: VectorStore | None = None
+        self._embedders: dict[tuple[str, str, int | None], Embedder] = {}
+        self._lock = threading.RLock()
+
+    @property
+    def store(self) -> VectorStore:
+        """The vector store, opened on first use."""
+        if not self.owns_store:
+            raise StoreNotHere(
+                "The index is in local mode and a separate `docingest worker` owns it; run "
+                "`docingest serve` for one process, or set DOCINGEST_QDRANT_URL to a Qdrant "
+                "server so the API can read it too."
+            )
+        with self._lock:
+            if self._store is None:
+                self._store = VectorStore.open(self.settings)
+            return self._store
+
+    def staged_path(self, name: str) -> Path:
+        """Return where the staged upload `name` lives (a generated name, never a filename)."""
+        return self.settings.staging_dir / name
+
+    def embedder_for(self, config: EmbeddingConfig) -> Embedder:
+        """Return the embedder of `config`, built once per process (models are large)."""
+        key = (config.provider, config.model, config.dimensions)
+        with self._lock:
+            embedder = self._embedders.get(key)
+            if embedder is None:
+                embedder = build_embedder(config, settings=self.settings, redis=self.redis)
+                self._embedders[key] = embedder
+                self._embedders[(config.provider, config.model, embedder.dimensions)] = embedder
+            return embedder
+
+    def resolve_embedding(self, config: EmbeddingConfig) -> EmbeddingConfig:
+        """Return `config` with `dimensions` set to the size its embedder really produces."""
+        if config.dimensions is not None:
+            return config
+        return config.model_copy(update={"dimensions": self.embedder_for(config).dimensions})
+
+    def default_index_config(self) -> IndexConfig:
+        """The settings a new index gets when nothing else is asked for."""
+        embedding = self.resolve_embedding(EmbeddingConfig.from_settings(self.settings))
+        return IndexConfig(embedding=embedding, chunking=ChunkingSpec.from_settings(self.settings))
+
+    def ensure_index(self, name: str) -> IndexConfig:
+        """Return the config of index `name`, creating it with the defaults if it is missing."""
+        config = self.store.index_config(name)
+        if config is None:
+            info, _ = self.store.create_index(name, self.default_index_config())
+            config = self.store.index_config(name)
+            assert config is not None, info
+        return config
+
+    def redis_ok(self) -> str | None:
+        """Return None if Redis answers, else why not."""
+        try:
+            self.redis.ping()
+        except REDIS_DOWN as exc:
+            return str(exc) or type(exc).__name__
+        return None
+
+    def close(self) -> None:
+        """Release the store (and its local-mode lock) and the Redis connections."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+        self.redis.close()

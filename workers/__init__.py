@@ -1,0 +1,1 @@
+"""Celery: the app factory, the (thin) tasks, and the per-process services they use."""

@@ -1,0 +1,50 @@
+"""A Celery worker inside the current process, on a thread pool (the embedded topology).
+
+`docingest serve` runs the API and this worker in one process so both share one local-mode
+Qdrant client. It uses Celery's `WorkController` directly, as celery.contrib.testing does: the
+`celery worker` program would install signal handlers, which only the main thread may do.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery import Celery
+from celery.worker import WorkController
+from celery.worker import state as worker_state
+
+from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedWorker:
+    """Start with `start()`, stop with `stop()` (running tasks finish first, up to `timeout`)."""
+
+    def __init__(self, app: Celery, *, concurrency: int, hostname: str = "embedded@%h") -> None:
+        self._controller = WorkController(
+            app=app,
+            pool_cls="threads",
+            concurrency=concurrency,
+            hostname=hostname,
+            queues=[INGEST_QUEUE, HOUSEKEEPING_QUEUE],
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            loglevel=logging.WARNING,
+        )
+        self._thread = threading.Thread(
+            target=self._controller.start, name="celery-worker", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Warm shutdown: stop consuming, let running tasks finish."""
+        self._controller.stop(in_sighandler=False, exitcode=0)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("the embedded worker did not stop within %.0f s", timeout)
+        worker_state.should_terminate = None

@@ -1,0 +1,47 @@
+"""The tasks: thin wrappers that call one pipeline function and turn `RetryJob` into a retry."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery, Task
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_process_init, worker_process_shutdown
+
+from pipeline.housekeeping import sweep
+from pipeline.ingest_job import RetryJob, run_job
+from pipeline.keys import INGEST_QUEUE
+from workers import context
+
+log = logging.getLogger(__name__)
+
+
+def register_tasks(app: Celery) -> None:
+    """Register `docingest.ingest` and `docingest.housekeeping` on `app`."""
+
+    @app.task(name="docingest.ingest", bind=True, max_retries=None)
+    def ingest(self: Task, job_id: str) -> str:
+        try:
+            return run_job(context.current(), job_id, timeout_errors=(SoftTimeLimitExceeded,))
+        except RetryJob as retry:
+            log.warning("job %s: %s", job_id, retry)
+            raise self.retry(countdown=retry.countdown, exc=retry) from retry
+
+    @app.task(name="docingest.housekeeping")
+    def housekeeping() -> dict[str, Any]:
+        def enqueue(job_id: str) -> None:
+            ingest.apply_async(args=[job_id], queue=INGEST_QUEUE)
+
+        report = sweep(context.current(), enqueue=enqueue)
+        return {"requeued": report.requeued, "staged_deleted": report.staged_deleted}
+
+
+@worker_process_init.connect
+def _fresh_child(**_: Any) -> None:
+    context.forget()
+
+
+@worker_process_shutdown.connect
+def _close_child(**_: Any) -> None:
+    context.shutdown()
