@@ -1,0 +1,1 @@
+"""The HTTP API: FastAPI app, routes and the mapping of pipeline errors to statuses."""
