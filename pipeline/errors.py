@@ -19,7 +19,12 @@
     │   ├── Superseded                superseded
     │   ├── Cancelled                 cancelled
     │   ├── UploadTooLarge            upload_too_large
-    │   └── InvalidUpload             invalid_upload
+    │   ├── InvalidUpload             invalid_upload
+    │   ├── JobNotFound               job_not_found
+    │   ├── JobStateConflict          job_state_conflict
+    │   ├── StoreNotHere              store_not_here
+    │   ├── Unauthorized              unauthorized
+    │   └── Forbidden                 forbidden
     └── TransientError                worth retrying with backoff
         ├── ProviderRateLimited       rate_limited
         ├── ProviderTimeout           timeout

@@ -1,0 +1,112 @@
+"""The one place that knows HTTP statuses: docingest errors → the contract's error JSON.
+
+Every error response is `{"error": {"code", "message"}}`; a server error never shows a
+traceback (it is logged with the request path instead).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pipeline.errors import (
+    DocumentNotFound,
+    DocumentTooLarge,
+    EmptyDocument,
+    Forbidden,
+    IndexConflict,
+    IndexNotFound,
+    IngestError,
+    InvalidIndexName,
+    InvalidUpload,
+    JobNotFound,
+    JobStateConflict,
+    StoreLocked,
+    StoreNotHere,
+    TransientError,
+    Unauthorized,
+    UnsupportedFormat,
+    UploadTooLarge,
+)
+
+_UNREAD_BODY = (UploadTooLarge, InvalidUpload)
+"""Errors raised before the body was read whole: close the connection after answering, so a
+client cannot go on streaming a huge body into the server."""
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_ERROR: dict[type[IngestError], int] = {
+    EmptyDocument: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    IndexNotFound: 404,
+    DocumentNotFound: 404,
+    JobNotFound: 404,
+    IndexConflict: 409,
+    JobStateConflict: 409,
+    UploadTooLarge: 413,
+    InvalidUpload: 400,
+    DocumentTooLarge: 413,
+    UnsupportedFormat: 415,
+    InvalidIndexName: 422,
+    StoreLocked: 503,
+    StoreNotHere: 503,
+    TransientError: 503,
+}
+"""Status per error class; a subclass inherits its nearest listed ancestor's, else 400."""
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "upload_too_large"}
+
+
+def status_for(error: IngestError) -> int:
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return 400
+
+
+def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
+    return {"error": {"code": code, "message": message}}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map every exception a request can raise to the contract's error shape."""
+
+    @app.exception_handler(IngestError)
+    async def ingest_error(request: Request, exc: IngestError) -> JSONResponse:
+        status = status_for(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if status == 503:
+            headers = {"Retry-After": "5"}
+        if isinstance(exc, _UNREAD_BODY):
+            headers = {"Connection": "close"}
+        return JSONResponse(error_body(exc.code, exc.message), status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for error in exc.errors()[:5]:
+            where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+            problems.append(f"{where}: {error.get('msg', 'invalid')}" if where else error["msg"])
+        message = "Invalid request: " + "; ".join(problems) + "."
+        return JSONResponse(error_body("validation_error", message), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+        message = exc.detail if isinstance(exc.detail, str) else "The request failed."
+        if exc.status_code == 404:
+            message = f"No such endpoint: {request.method} {request.url.path}."
+        return JSONResponse(
+            error_body(code, message), status_code=exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        message = "An internal error occurred; the server log has the details."
+        return JSONResponse(error_body("internal_error", message), status_code=500)

@@ -1,0 +1,79 @@
+"""`/metrics`: this process's metrics plus job counts read from Redis at scrape time.
+
+Job counts come from Redis so every API replica reports the same numbers whichever worker
+ran the jobs; stage durations, uploads and embedding calls are counted per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from pipeline.embedding import COUNTERS
+from pipeline.errors import DependencyUnavailable
+from pipeline.keys import JobStatus
+from pipeline.services import Services
+
+
+class JobsCollector(Collector):
+    """Jobs by status, queue depth and the oldest queued job's age, from Redis."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        up = GaugeMetricFamily("docingest_redis_up", "1 if Redis answered this scrape.")
+        try:
+            counts = self._services.jobs.counts()
+            oldest = self._services.jobs.oldest_queued_age()
+        except DependencyUnavailable:
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        active = GaugeMetricFamily(
+            "docingest_jobs", "Jobs queued or processing now.", labels=["status"]
+        )
+        for status in (JobStatus.QUEUED, JobStatus.PROCESSING):
+            active.add_metric([status.value], counts[status.value])
+        yield active
+        finished = CounterMetricFamily(
+            "docingest_jobs_finished", "Jobs finished, by terminal status.", labels=["status"]
+        )
+        for status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED):
+            finished.add_metric([status.value], counts[status.value])
+        yield finished
+        yield GaugeMetricFamily(
+            "docingest_queue_depth", "Jobs waiting for a worker.", value=counts["queued"]
+        )
+        yield GaugeMetricFamily(
+            "docingest_oldest_queued_seconds",
+            "How long the longest-waiting queued job has waited.",
+            value=oldest,
+        )
+
+
+class EmbeddingCollector(Collector):
+    """Embedding requests, retries, failures, inputs and tokens of this process."""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        for name, value in COUNTERS.snapshot().items():
+            yield CounterMetricFamily(
+                f"docingest_embedding_{name}", f"Embedding {name} in this process.", value=value
+            )
+
+
+def registry_for(services: Services) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(JobsCollector(services))
+    registry.register(EmbeddingCollector())
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    """The process-wide metrics followed by this app's."""
+    return generate_latest(REGISTRY) + generate_latest(registry)

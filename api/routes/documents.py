@@ -1,0 +1,172 @@
+"""`/v1/indexes/{index}/documents`: upload (→ a job), list, show and delete documents."""
+
+from __future__ import annotations
+
+import unicodedata
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import PrincipalDep, ServicesDep, StateDep, StoreDep
+from api.enqueue import enqueue
+from api.upload import receive_upload
+from pipeline import metrics
+from pipeline.errors import DocumentNotFound, EmptyDocument, InvalidUpload
+from pipeline.jobs import JobSpec
+from pipeline.keys import JobStatus
+from pipeline.metadata import parse_user_metadata
+from pipeline.store import StoredDocument, validate_index_name
+
+router = APIRouter(prefix="/v1/indexes/{index}/documents", tags=["documents"])
+
+MAX_DOCUMENT_ID_CHARS = 512
+DELETE_LOCK_WAIT_SECONDS = 30.0
+"""How long a delete waits for a job that is storing the same document."""
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "document_id": {"type": "string", "maxLength": MAX_DOCUMENT_ID_CHARS},
+                        "metadata": {
+                            "type": "string",
+                            "description": "A JSON object of user metadata.",
+                        },
+                        "force": {"type": "boolean", "default": False},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+class UploadAccepted(BaseModel):
+    job_id: str
+    index: str
+    document_id: str
+    status: JobStatus
+    status_url: str
+
+
+class DocumentList(BaseModel):
+    documents: list[StoredDocument]
+
+
+def _document_id(raw: str | None, filename: str) -> str:
+    document_id = (raw or "").strip() or filename
+    if len(document_id) > MAX_DOCUMENT_ID_CHARS or any(
+        unicodedata.category(char) == "Cc" for char in document_id
+    ):
+        raise InvalidUpload(
+            f"document_id must be 1-{MAX_DOCUMENT_ID_CHARS} characters without control characters."
+        )
+    return document_id
+
+
+def _flag(raw: str | None) -> bool:
+    value = (raw or "false").strip().lower()
+    if value not in {"true", "false", "1", "0", "yes", "no", "on", "off", ""}:
+        raise InvalidUpload(f"force must be true or false, not {raw!r}.")
+    return value in {"true", "1", "yes", "on"}
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=UploadAccepted,
+    openapi_extra=_UPLOAD_BODY,
+    responses={413: {"description": "Upload too large"}, 400: {"description": "Bad upload"}},
+)
+async def upload_document(
+    index: str, request: Request, state: StateDep, principal: PrincipalDep
+) -> UploadAccepted:
+    """Stage the upload, record a queued job and return at once; a worker does the rest."""
+    validate_index_name(index)
+    principal.check(index)
+    services = state.services
+    settings = services.settings
+    job_id = uuid.uuid4().hex
+    destination = services.staged_path(job_id)
+    received = await receive_upload(
+        request, destination=destination, max_file_bytes=settings.max_upload_bytes
+    )
+    try:
+        if received.size == 0:
+            raise EmptyDocument("The uploaded file is empty (0 bytes).")
+        metadata = parse_user_metadata(
+            received.fields.get("metadata"), max_bytes=settings.max_metadata_bytes
+        )
+        spec = JobSpec(
+            job_id=job_id,
+            index=index,
+            document_id=_document_id(received.fields.get("document_id"), received.filename),
+            filename=received.filename,
+            staged_name=job_id,
+            size_bytes=received.size,
+            content_sha256=received.sha256,
+            content_type=received.content_type,
+            metadata=metadata,
+            force=_flag(received.fields.get("force")),
+        )
+        if services.owns_store:  # so the index is listed at once; else the worker creates it
+            await run_in_threadpool(services.ensure_index, index)
+        job = await run_in_threadpool(services.jobs.create, spec)
+    except BaseException:
+        destination.unlink(missing_ok=True)
+        raise
+    await run_in_threadpool(enqueue, state.celery, services.jobs, job_id)
+    metrics.UPLOADS.inc()
+    metrics.UPLOAD_BYTES.inc(received.size)
+    return UploadAccepted(
+        job_id=job.job_id,
+        index=index,
+        document_id=job.document_id,
+        status=job.status,
+        status_url=f"/v1/jobs/{job.job_id}",
+    )
+
+
+@router.get("", response_model=DocumentList)
+def list_documents(index: str, store: StoreDep, principal: PrincipalDep) -> DocumentList:
+    validate_index_name(index)
+    principal.check(index)
+    return DocumentList(documents=store.list_documents(index))
+
+
+@router.get("/{document_id:path}", response_model=StoredDocument)
+def get_document(
+    index: str, document_id: str, store: StoreDep, principal: PrincipalDep
+) -> StoredDocument:
+    validate_index_name(index)
+    principal.check(index)
+    return store.get_document(index, document_id)
+
+
+@router.delete("/{document_id:path}", status_code=204)
+def delete_document(
+    index: str, document_id: str, services: ServicesDep, principal: PrincipalDep
+) -> Response:
+    """Remove the document's chunks (every version).
+
+    A job still storing an older upload of it is superseded first (its version is no longer
+    the newest), so it cannot bring the document back after the delete.
+    """
+    validate_index_name(index)
+    principal.check(index)
+    store, fence = services.store, services.fence
+    with fence.lock(index, document_id, blocking_timeout=DELETE_LOCK_WAIT_SECONDS):
+        live = store.live_document(index, document_id)
+        fence.next_version(index, document_id, floor=live.version if live else 0)
+        if not store.delete_document(index, document_id):
+            raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
+    return Response(status_code=204)

@@ -1,0 +1,77 @@
+"""`/v1/indexes`: create (idempotent), list, show and delete indexes."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.deps import PrincipalDep, ServicesDep, StoreDep
+from pipeline.embedding import EmbeddingConfig
+from pipeline.errors import IndexNotFound
+from pipeline.store import ChunkingSpec, IndexConfig, IndexInfo, validate_index_name
+
+router = APIRouter(prefix="/v1/indexes", tags=["indexes"])
+
+
+class IndexCreate(BaseModel):
+    """Settings of a new index; each part defaults to the server's settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedding: EmbeddingConfig | None = None
+    chunking: ChunkingSpec | None = None
+    description: str | None = Field(default=None, max_length=1000)
+
+
+class IndexList(BaseModel):
+    indexes: list[IndexInfo]
+
+
+@router.put("/{index}", response_model=IndexInfo, status_code=201)
+def create_index(
+    index: str,
+    services: ServicesDep,
+    principal: PrincipalDep,
+    response: Response,
+    body: IndexCreate | None = None,
+) -> IndexInfo:
+    """Create `index` (201), or confirm it exists with the same settings (200); else 409."""
+    validate_index_name(index)
+    principal.check(index)
+    body = body or IndexCreate()
+    defaults = services.default_index_config()
+    embedding = services.resolve_embedding(body.embedding) if body.embedding else None
+    config = IndexConfig(
+        embedding=embedding or defaults.embedding,
+        chunking=body.chunking or defaults.chunking,
+        description=body.description,
+    )
+    info, created = services.store.create_index(index, config)
+    response.status_code = 201 if created else 200
+    return info
+
+
+@router.get("", response_model=IndexList)
+def list_indexes(store: StoreDep, principal: PrincipalDep) -> IndexList:
+    """Every index this caller may use."""
+    return IndexList(indexes=[i for i in store.list_indexes() if principal.may_use(i.name)])
+
+
+@router.get("/{index}", response_model=IndexInfo)
+def get_index(index: str, store: StoreDep, principal: PrincipalDep) -> IndexInfo:
+    validate_index_name(index)
+    principal.check(index)
+    info = store.get_index(index)
+    if info is None:
+        raise IndexNotFound(f"Index '{index}' does not exist.")
+    return info
+
+
+@router.delete("/{index}", status_code=204)
+def delete_index(index: str, store: StoreDep, principal: PrincipalDep) -> Response:
+    """Remove the index and all its vectors."""
+    validate_index_name(index)
+    principal.check(index)
+    if not store.delete_index(index):
+        raise IndexNotFound(f"Index '{index}' does not exist.")
+    return Response(status_code=204)

@@ -1,0 +1,70 @@
+"""`/v1/jobs`: poll, list, cancel and retry ingestion jobs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+
+from api.deps import CeleryDep, JobsDep, PrincipalDep
+from api.enqueue import enqueue
+from pipeline.errors import Forbidden
+from pipeline.jobs import Job
+from pipeline.keys import JobStatus
+from pipeline.store import validate_index_name
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+
+
+def _visible_job(jobs: JobsDep, principal: PrincipalDep, job_id: str) -> Job:
+    job = jobs.get(job_id)
+    if not principal.may_use(job.index):
+        raise Forbidden(f"This API key is not allowed to use index '{job.index}'.")
+    return job
+
+
+@router.get("/{job_id}", response_model=Job)
+def get_job(job_id: str, jobs: JobsDep, principal: PrincipalDep) -> Job:
+    """The job's status, stage and progress."""
+    return _visible_job(jobs, principal, job_id)
+
+
+@router.get("", response_model=JobList)
+def list_jobs(
+    jobs: JobsDep,
+    principal: PrincipalDep,
+    index: str | None = None,
+    status: JobStatus | None = None,
+    limit: int = Query(default=50, ge=1, le=500),
+) -> JobList:
+    """Recent jobs, newest first."""
+    if index is not None:
+        validate_index_name(index)
+        principal.check(index)
+        return JobList(jobs=jobs.recent(index=index, status=status, limit=limit))
+    if principal.indexes is None:
+        return JobList(jobs=jobs.recent(status=status, limit=limit))
+    found: list[Job] = []
+    for name in sorted(principal.indexes):
+        found.extend(jobs.recent(index=name, status=status, limit=limit))
+    found.sort(key=lambda job: job.created_at, reverse=True)
+    return JobList(jobs=found[:limit])
+
+
+@router.delete("/{job_id}", response_model=Job, status_code=202)
+def cancel_job(job_id: str, jobs: JobsDep, principal: PrincipalDep) -> Job:
+    """Cancel a queued or processing job; the index is left as it was."""
+    _visible_job(jobs, principal, job_id)
+    return jobs.cancel(job_id)
+
+
+@router.post("/{job_id}/retry", response_model=Job, status_code=202)
+def retry_job(job_id: str, jobs: JobsDep, principal: PrincipalDep, celery: CeleryDep) -> Job:
+    """Queue a failed or cancelled job again, while its staged upload is kept; else 409."""
+    _visible_job(jobs, principal, job_id)
+    job = jobs.retry(job_id)
+    enqueue(celery, jobs, job_id)
+    return job
