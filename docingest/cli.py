@@ -1,4 +1,5 @@
-"""`docingest` command: `inspect` previews how files will be cut before they are ingested."""
+"""`docingest`: run the service (`serve`, `api`, `worker`), talk to it (`ingest`, `search`,
+`status`), or preview how files will be cut before they are ingested (`inspect`)."""
 
 from __future__ import annotations
 
@@ -125,7 +126,85 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--chunk-overlap", type=int, help="override DOCINGEST_CHUNK_OVERLAP")
     inspect.add_argument("--unit", choices=[unit.value for unit in ChunkUnit])
     inspect.set_defaults(handler=_inspect)
+
+    serve = commands.add_parser(
+        "serve", help="run the API and a worker in one process (the embedded default)"
+    )
+    _add_listen_options(serve)
+    serve.add_argument(
+        "--seed",
+        type=Path,
+        metavar="DIR",
+        help="on first start (no 'examples' index yet), ingest DIR into 'examples' and print a "
+        "sample search",
+    )
+    serve.set_defaults(handler=_serve)
+
+    api = commands.add_parser("api", help="run the HTTP API alone (workers run elsewhere)")
+    _add_listen_options(api)
+    api.set_defaults(handler=_api)
+
+    worker = commands.add_parser("worker", help="run a Celery worker for ingestion jobs")
+    worker.add_argument(
+        "--concurrency", type=int, help="jobs at once (DOCINGEST_WORKER_CONCURRENCY)"
+    )
+    worker.add_argument(
+        "--pool",
+        choices=["prefork", "threads", "solo"],
+        help="default: threads in local mode, prefork with a Qdrant server",
+    )
+    worker.add_argument(
+        "--max-tasks-per-child", type=int, help="recycle a pool process after this many jobs"
+    )
+    worker.add_argument("--loglevel", default="INFO")
+    worker.set_defaults(handler=_worker)
     return parser
+
+
+def _add_listen_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="listen address (DOCINGEST_HOST, default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="listen port (DOCINGEST_PORT, default 8000)")
+
+
+def _with_listen(args: argparse.Namespace, settings: Settings) -> Settings:
+    update = {name: getattr(args, name) for name in ("host", "port") if getattr(args, name)}
+    return settings.model_copy(update=update) if update else settings
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    from docingest.server import configure_logging, serve
+
+    configure_logging("INFO")
+    on_ready = None
+    if args.seed is not None:
+        from docingest.seed import seed_examples
+
+        seed_dir = args.seed.resolve()
+
+        def on_ready(base_url: str) -> None:
+            seed_examples(base_url, seed_dir)
+
+    return serve(_with_listen(args, settings), on_ready=on_ready)
+
+
+def _api(args: argparse.Namespace, settings: Settings) -> int:
+    from docingest.server import configure_logging, run_api
+
+    configure_logging("INFO")
+    return run_api(_with_listen(args, settings))
+
+
+def _worker(args: argparse.Namespace, settings: Settings) -> int:
+    from docingest.server import configure_logging, run_worker
+
+    configure_logging(args.loglevel)
+    return run_worker(
+        settings,
+        concurrency=args.concurrency,
+        pool=args.pool,
+        max_tasks_per_child=args.max_tasks_per_child,
+        loglevel=args.loglevel,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,222 @@
+"""The long-running commands: `serve` (embedded default), `api` and `worker` (scaled out).
+
+Each checks its dependencies before it starts and exits with one clear line when Redis or
+Qdrant cannot be reached, rather than starting and failing every request.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+from celery.signals import worker_ready, worker_shutdown
+
+from api.app import create_app
+from docingest.redis_server import RedisStartError, ensure_redis, redact_url
+from pipeline.errors import IngestError
+from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
+from pipeline.services import Services
+from pipeline.settings import Settings
+from workers import context
+from workers.app import create_celery_app
+from workers.embedded import EmbeddedWorker
+from workers.ticker import HousekeepingTicker
+
+log = logging.getLogger("docingest")
+
+GRACEFUL_SHUTDOWN_SECONDS = 30
+"""Open requests get this long to finish when the server is stopped."""
+
+
+class StartupError(Exception):
+    """A dependency is unreachable or misconfigured; the message says which and what to do."""
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def check_dependencies(services: Services, *, store: bool) -> None:
+    """Raise `StartupError` unless Redis (and, if `store`, Qdrant) answers."""
+    settings = services.settings
+    problem = services.redis_ok()
+    if problem is not None:
+        raise StartupError(
+            f"Redis at {redact_url(settings.redis_url)} does not answer ({problem}); start it or "
+            "set DOCINGEST_REDIS_URL."
+        )
+    if store:
+        try:
+            services.store.ping()
+        except IngestError as exc:
+            where = settings.qdrant_url or f"local mode in {settings.data_dir / 'qdrant'}"
+            raise StartupError(f"Qdrant ({where}) is not usable: {exc.message}") from exc
+
+
+def serve(settings: Settings, *, on_ready: Callable[[str], None] | None = None) -> int:
+    """Run the API, an in-process worker and the housekeeping ticker in this process.
+
+    Uses the Redis at `redis_url`, starting a private one when none answers there (local URLs
+    only). `on_ready(base_url)` runs in a thread once the server accepts requests.
+    """
+    try:
+        with ensure_redis(settings.redis_url, data_dir=settings.data_dir) as redis_handle:
+            if redis_handle.started:
+                log.info("started a private Redis (pid %s) in %s", redis_handle.pid,
+                         settings.data_dir / "redis")  # fmt: skip
+            return _serve(settings, on_ready=on_ready)
+    except (RedisStartError, StartupError) as exc:
+        print(f"docingest serve: {exc}", file=sys.stderr)
+        return 1
+
+
+def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int:
+    services = Services(settings, owns_store=True)
+    try:
+        check_dependencies(services, store=True)
+        services.default_index_config()  # load the default model now, not on the first upload
+    except BaseException:
+        services.close()
+        raise
+    context.install(services)
+    celery_app = create_celery_app(settings)
+    worker = EmbeddedWorker(celery_app, concurrency=settings.worker_concurrency)
+    ticker = HousekeepingTicker(celery_app, services)
+    app = create_app(services=services, celery=celery_app)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
+    )
+    base_url = f"http://{settings.host}:{settings.port}"
+    worker.start()
+    ticker.start()
+    if on_ready is not None:
+        threading.Thread(
+            target=_when_started, args=(server, on_ready, base_url), daemon=True
+        ).start()
+    print(f"docingest: serving on {base_url} (data in {settings.data_dir})", file=sys.stderr)
+    try:
+        server.run()
+    finally:
+        ticker.stop()
+        worker.stop()
+        context.shutdown()
+    return 0
+
+
+def _when_started(server: uvicorn.Server, callback: Callable[[str], None], base_url: str) -> None:
+    import time
+
+    while not server.started and not server.should_exit:
+        time.sleep(0.05)
+    if server.started:
+        try:
+            callback(base_url)
+        except Exception:
+            log.exception("the start-up callback failed")
+
+
+def run_api(settings: Settings) -> int:
+    """Run the API alone; workers run elsewhere (`docingest worker`)."""
+    services = Services(settings, owns_store=settings.qdrant_url is not None)
+    try:
+        check_dependencies(services, store=services.owns_store)
+    except StartupError as exc:
+        print(f"docingest api: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        services.close()
+    if not services.owns_store:
+        log.warning(
+            "local-mode Qdrant: this API only accepts uploads and reports jobs; searches and "
+            "document listings need `docingest serve` or DOCINGEST_QDRANT_URL"
+        )
+    app = create_app(settings, owns_store=services.owns_store)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+    )
+    return 0
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    concurrency: int | None = None,
+    pool: str | None = None,
+    max_tasks_per_child: int | None = None,
+    loglevel: str = "INFO",
+) -> int:
+    """Run a Celery worker on the ingest and housekeeping queues.
+
+    In local mode the worker owns the Qdrant directory, so it is one process with a thread
+    pool; with a Qdrant server it defaults to prefork (a crash takes one child, not the worker).
+    """
+    local = settings.qdrant_url is None
+    if local and pool not in (None, "threads", "solo"):
+        print(
+            "docingest worker: local-mode Qdrant allows one process per directory; use "
+            "--pool threads, or set DOCINGEST_QDRANT_URL to a Qdrant server for prefork.",
+            file=sys.stderr,
+        )
+        return 2
+    pool = pool or ("threads" if local else "prefork")
+    context.configure(owns_store=True)
+    probe = Services(settings, owns_store=local)
+    try:
+        check_dependencies(probe, store=True)
+    except StartupError as exc:
+        print(f"docingest worker: {exc}", file=sys.stderr)
+        probe.close()
+        return 1
+    if local:
+        context.install(probe)  # the one process of a local-mode worker keeps the store open
+    else:
+        probe.close()  # prefork children build their own clients; none may cross a fork
+    celery_app = create_celery_app(settings)
+    tickers: list[HousekeepingTicker] = []
+
+    def start_ticker(**_: Any) -> None:
+        ticker = HousekeepingTicker(celery_app, context.current(settings))
+        ticker.start()
+        tickers.append(ticker)
+
+    def stop_ticker(**_: Any) -> None:
+        for ticker in tickers:
+            ticker.stop()
+
+    worker_ready.connect(start_ticker, weak=False)
+    worker_shutdown.connect(stop_ticker, weak=False)
+    argv = [
+        "worker",
+        f"--pool={pool}",
+        f"--concurrency={concurrency or settings.worker_concurrency}",
+        f"--queues={INGEST_QUEUE},{HOUSEKEEPING_QUEUE}",
+        f"--loglevel={loglevel}",
+        "--hostname=docingest@%h",
+        "--without-mingle",
+        "--without-gossip",
+    ]
+    if max_tasks_per_child:
+        argv.append(f"--max-tasks-per-child={max_tasks_per_child}")
+    try:
+        celery_app.worker_main(argv)
+    finally:
+        context.shutdown()
+    return 0
