@@ -6,10 +6,12 @@ Qdrant cannot be reached, rather than starting and failing every request.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -29,7 +31,28 @@ from workers.ticker import HousekeepingTicker
 log = logging.getLogger("docingest")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """Open requests get this long to finish when the server is stopped."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, minus re-raising the stop signal after shutdown.
+
+    uvicorn re-raises a captured SIGTERM/SIGINT once it has stopped, which kills the process
+    before `serve` can stop its in-process worker; here the signal only asks it to exit.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 class StartupError(Exception):
@@ -91,7 +114,7 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
     worker = EmbeddedWorker(celery_app, concurrency=settings.worker_concurrency)
     ticker = HousekeepingTicker(celery_app, services)
     app = create_app(services=services, celery=celery_app)
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(
             app,
             host=settings.host,
