@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from api.deps import CeleryDep, JobsDep, PrincipalDep
+from api.deps import CeleryDep, JobsDep, PrincipalDep, ServicesDep
 from api.enqueue import enqueue
-from pipeline.errors import Forbidden
+from pipeline.errors import Forbidden, JobStateConflict
 from pipeline.jobs import Job
 from pipeline.keys import JobStatus
 from pipeline.store import validate_index_name
@@ -62,9 +62,16 @@ def cancel_job(job_id: str, jobs: JobsDep, principal: PrincipalDep) -> Job:
 
 
 @router.post("/{job_id}/retry", response_model=Job, status_code=202)
-def retry_job(job_id: str, jobs: JobsDep, principal: PrincipalDep, celery: CeleryDep) -> Job:
+def retry_job(
+    job_id: str, services: ServicesDep, principal: PrincipalDep, celery: CeleryDep
+) -> Job:
     """Queue a failed or cancelled job again, while its staged upload is kept; else 409."""
+    jobs = services.jobs
     _visible_job(jobs, principal, job_id)
+    if not services.staged_path(jobs.work(job_id).staged_name).is_file():
+        raise JobStateConflict(
+            f"The upload of job '{job_id}' is no longer kept; upload the file again."
+        )
     job = jobs.retry(job_id)
     enqueue(celery, jobs, job_id)
     return job

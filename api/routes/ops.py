@@ -59,7 +59,7 @@ def _readiness(services: Services, request: Request) -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request, state: StateDep) -> JSONResponse:
+async def readyz(request: Request, state: StateDep, principal: PrincipalDep) -> JSONResponse:
     """200 when Redis, Qdrant and the embedding provider answer, else 503 naming which not."""
     checks = await run_in_threadpool(_readiness, state.services, request)
     ready = all(value.startswith("ok") for value in checks.values())
