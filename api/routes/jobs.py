@@ -67,8 +67,9 @@ def retry_job(
 ) -> Job:
     """Queue a failed or cancelled job again, while its staged upload is kept; else 409."""
     jobs = services.jobs
-    _visible_job(jobs, principal, job_id)
-    if not services.staged_path(jobs.work(job_id).staged_name).is_file():
+    current = _visible_job(jobs, principal, job_id)
+    retryable = current.status in (JobStatus.FAILED, JobStatus.CANCELLED)
+    if retryable and not services.staged_path(jobs.work(job_id).staged_name).is_file():
         raise JobStateConflict(
             f"The upload of job '{job_id}' is no longer kept; upload the file again."
         )
