@@ -188,30 +188,34 @@ def run_worker(
 ) -> int:
     """Run a Celery worker on the ingest and housekeeping queues.
 
-    In local mode the worker owns the Qdrant directory, so it is one process with a thread
-    pool; with a Qdrant server it defaults to prefork (a crash takes one child, not the worker).
+    In local mode the worker owns the Qdrant directory, so it is one process: a thread pool
+    (default) or prefork with one child (the child owns the store; a crash costs the child, not
+    the worker). With a Qdrant server it defaults to prefork.
     """
     local = settings.qdrant_url is None
-    if local and pool not in (None, "threads", "solo"):
+    concurrency = concurrency or settings.worker_concurrency
+    if local and pool == "prefork" and concurrency != 1:
         print(
             "docingest worker: local-mode Qdrant allows one process per directory; use "
-            "--pool threads, or set DOCINGEST_QDRANT_URL to a Qdrant server for prefork.",
+            "--pool threads, --pool prefork --concurrency 1, or set DOCINGEST_QDRANT_URL to a "
+            "Qdrant server.",
             file=sys.stderr,
         )
         return 2
     pool = pool or ("threads" if local else "prefork")
     context.configure(owns_store=True)
-    probe = Services(settings, owns_store=local)
+    probe = Services(settings, owns_store=True)
     try:
         check_dependencies(probe, store=True)
     except StartupError as exc:
         print(f"docingest worker: {exc}", file=sys.stderr)
         probe.close()
         return 1
-    if local:
-        context.install(probe)  # the one process of a local-mode worker keeps the store open
+    if pool == "prefork":
+        probe.close()  # children build their own clients (and own the local store); none
+        # may cross a fork, and the parent must not hold the local-mode lock
     else:
-        probe.close()  # prefork children build their own clients; none may cross a fork
+        context.install(probe)  # one process: keep the clients (and the store) it opened
     celery_app = create_celery_app(settings)
     tickers: list[HousekeepingTicker] = []
 
@@ -229,7 +233,7 @@ def run_worker(
     argv = [
         "worker",
         f"--pool={pool}",
-        f"--concurrency={concurrency or settings.worker_concurrency}",
+        f"--concurrency={concurrency}",
         f"--queues={INGEST_QUEUE},{HOUSEKEEPING_QUEUE}",
         f"--loglevel={loglevel}",
         "--hostname=docingest@%h",

@@ -40,7 +40,10 @@ class HousekeepingTicker:
         key = self._services.keys.housekeeping_tick
         won = self._services.redis.set(key, "1", nx=True, px=int(self._interval * 1000))
         if won:
-            self._app.send_task(HOUSEKEEPING_TASK, queue=HOUSEKEEPING_QUEUE)
+            # A sweep still queued when the next one is due is dropped, not run late in a pile.
+            self._app.send_task(
+                HOUSEKEEPING_TASK, queue=HOUSEKEEPING_QUEUE, expires=2 * self._interval
+            )
         return bool(won)
 
     def _run(self) -> None:
