@@ -125,7 +125,7 @@ return status
 """
 )
 
-# KEYS: job, queued. ARGV: job_id.
+# KEYS: job, queued. ARGV: job_id. Returns 'retried', 'missing' or the refusing status.
 RETRY = (
     _TIME
     + """
@@ -139,6 +139,6 @@ redis.call('HDEL', KEYS[1], 'stage', 'finished_at', 'started_at', 'version', 'pa
     'chunks_total')
 redis.call('PERSIST', KEYS[1])
 redis.call('ZADD', KEYS[2], now, ARGV[1])
-return 'queued'
+return 'retried'
 """
 )

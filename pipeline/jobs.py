@@ -280,7 +280,7 @@ class JobStore:
         outcome = self._call(self._retry, [self.keys.job(job_id), self.keys.queued], [job_id])
         if outcome == "missing":
             raise JobNotFound(f"Job '{job_id}' does not exist (or has expired).")
-        if outcome != "queued":
+        if outcome != "retried":  # a queued job answers "queued": nothing to retry
             raise JobStateConflict(
                 f"Job '{job_id}' is {outcome}; only a failed or cancelled job can be retried."
             )
