@@ -31,7 +31,7 @@ def raw(jobs: JobStore, job_id: str) -> dict[str, str]:
 
 
 def ttl(jobs: JobStore, job_id: str) -> int:
-    return int(jobs._redis.ttl(jobs.keys.job(job_id)))  # type: ignore[arg-type]
+    return int(jobs._redis.ttl(jobs.keys.job(job_id)))
 
 
 def make_stale(jobs: JobStore) -> None:
