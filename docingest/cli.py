@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from docingest.commands import add_client_commands
 from pipeline.errors import IngestError
 from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.settings import ChunkUnit, Settings, get_settings
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--chunk-overlap", type=int, help="override DOCINGEST_CHUNK_OVERLAP")
     inspect.add_argument("--unit", choices=[unit.value for unit in ChunkUnit])
     inspect.set_defaults(handler=_inspect)
+    add_client_commands(commands)
 
     serve = commands.add_parser(
         "serve", help="run the API and a worker in one process (the embedded default)"

@@ -1,0 +1,154 @@
+"""Upload a set of files and follow their jobs to the end (shared by `ingest` and the seed)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from docingest.client import FINISHED, Accepted, ClientError, DocingestClient, ErrorInfo, Job
+
+UPLOAD_CONCURRENCY = 4
+POLL_SECONDS = 0.5
+UPLOAD_CHECK_SECONDS = 0.05
+
+
+@dataclass
+class Item:
+    """One file of a batch: where it is, and what became of its upload and job."""
+
+    path: Path
+    label: str
+    """How the file is named in output (the path as the user gave or found it)."""
+    document_id: str | None = None
+    """None leaves the server's default (the file's name)."""
+    job_id: str | None = None
+    job: Job | None = None
+    upload_error: ErrorInfo | None = None
+
+    @property
+    def status(self) -> str:
+        if self.upload_error is not None:
+            return "failed"
+        if self.job is not None:
+            return self.job["status"]
+        return "queued" if self.job_id else "uploading"
+
+    @property
+    def stage(self) -> str | None:
+        return self.job["stage"] if self.job is not None else None
+
+    @property
+    def progress(self) -> float:
+        return float(self.job["progress"]) if self.job is not None else 0.0
+
+    @property
+    def error(self) -> ErrorInfo | None:
+        if self.upload_error is not None:
+            return self.upload_error
+        return self.job["error"] if self.job is not None else None
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self.job["result"] if self.job is not None else None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def _state(self) -> tuple[object, ...]:
+        return (self.status, self.stage, self.progress, self.job_id)
+
+
+def _is_hidden(relative: Path) -> bool:
+    return any(part.startswith(".") for part in relative.parts)
+
+
+def collect(
+    paths: Sequence[Path], *, exclude: Callable[[Path], bool] = lambda path: False
+) -> list[Item]:
+    """Expand files and folders (recursively, skipping hidden entries) into batch items.
+
+    A file found inside a folder gets its path relative to that folder as `document_id`, so
+    two `README.md` in different subfolders stay two documents. Raises `FileNotFoundError`
+    for a path that does not exist.
+    """
+    items: list[Item] = []
+    for path in paths:
+        if path.is_dir():
+            for found in sorted(path.rglob("*")):
+                relative = found.relative_to(path)
+                if found.is_file() and not _is_hidden(relative) and not exclude(found):
+                    items.append(Item(found, str(found), document_id=relative.as_posix()))
+        elif path.is_file():
+            if not exclude(path):
+                items.append(Item(path, str(path)))
+        else:
+            raise FileNotFoundError(f"no such file or folder: {path}")
+    return items
+
+
+def run(
+    client: DocingestClient,
+    items: Iterable[Item],
+    *,
+    index: str,
+    metadata: dict[str, Any] | None = None,
+    force: bool = False,
+    wait: bool = True,
+    on_change: Callable[[Item], None] = lambda item: None,
+    poll_seconds: float = POLL_SECONDS,
+) -> None:
+    """Upload every item (a few at once), then poll its job until it is finished.
+
+    `on_change(item)` runs in this thread whenever an item's status, stage or progress moves.
+    An upload the server refuses marks its item failed; an unreachable service raises
+    `ClientError` (nothing more can be done).
+    """
+    items = list(items)
+    pool = ThreadPoolExecutor(max_workers=UPLOAD_CONCURRENCY, thread_name_prefix="upload")
+    try:
+        uploads: dict[Future[Accepted], Item] = {
+            pool.submit(
+                client.upload,
+                item.path,
+                index=index,
+                document_id=item.document_id,
+                metadata=metadata,
+                force=force,
+            ): item
+            for item in items
+        }
+        next_poll = time.monotonic()
+        while True:
+            for future in [f for f in uploads if f.done()]:
+                _record_upload(uploads.pop(future), future, on_change)
+            if wait and time.monotonic() >= next_poll:
+                next_poll = time.monotonic() + poll_seconds
+                for item in items:
+                    if item.job_id is not None and not item.finished:
+                        before = item._state()
+                        item.job = client.job(item.job_id)
+                        if item._state() != before:
+                            on_change(item)
+            if not uploads and (not wait or all(item.finished for item in items)):
+                return
+            time.sleep(UPLOAD_CHECK_SECONDS if uploads else poll_seconds)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _record_upload(item: Item, future: Future[Accepted], on_change: Callable[[Item], None]) -> None:
+    try:
+        accepted = future.result()
+    except ClientError as exc:
+        if exc.status is None and exc.code != "unreadable_file":
+            raise  # the service is gone: stop instead of failing every file alike
+        item.upload_error = {"code": exc.code, "message": exc.message}
+    else:
+        item.job_id = accepted["job_id"]
+        item.document_id = accepted["document_id"]
+    on_change(item)
