@@ -28,7 +28,7 @@ bench: install
 	$(BIN)/python bench/bench_extraction.py
 
 run: install
-	$(BIN)/docingest inspect examples/
+	$(BIN)/docingest serve --seed examples
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
