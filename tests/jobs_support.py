@@ -42,18 +42,15 @@ def private_redis(prefix: str) -> Iterator[Redis]:
 
 
 def service_settings(
-    data_dir: Path, prefix: str, fake: FakeEmbeddingServer, **overrides: Any
+    data_dir: Path, prefix: str, fake: FakeEmbeddingServer | None, **overrides: Any
 ) -> Settings:
-    """Settings of a test deployment: DB 15, `prefix`, Qdrant in memory, the fake embedder."""
+    """Settings of a test deployment: DB 15, `prefix`, Qdrant in memory, the fake embedder
+    (the local model without `fake`)."""
     values: dict[str, Any] = {
         "data_dir": data_dir,
         "redis_url": TEST_REDIS_URL,
         "redis_key_prefix": prefix,
         "qdrant_url": ":memory:",
-        "embedding_provider": "openai",
-        "embedding_model": FAKE_MODEL,
-        "openai_base_url": fake.base_url,
-        "openai_api_key": "sk-test",
         "embedding_timeout_seconds": 5.0,
         "embedding_backoff_base_seconds": 0.01,
         "embedding_backoff_max_seconds": 0.02,
@@ -66,6 +63,14 @@ def service_settings(
         "chunk_size": 300,
         "chunk_overlap": 0,
     }
+    if fake is not None:
+        values |= {
+            "embedding_provider": "openai",
+            "embedding_model": FAKE_MODEL,
+            "embedding_dimensions": FAKE_DIMENSIONS,
+            "openai_base_url": fake.base_url,
+            "openai_api_key": "sk-test",
+        }
     values.update(overrides)
     return Settings(**values)
 

@@ -66,7 +66,6 @@ def make_services(tmp_path: Any, fake: FakeEmbeddingServer) -> Iterator[MakeServ
     built: list[Services] = []
 
     def make(**overrides: Any) -> Services:
-        overrides.setdefault("embedding_dimensions", FAKE_DIMENSIONS)
         services = Services(service_settings(tmp_path, prefix, fake, **overrides), owns_store=True)
         services.settings.staging_dir.mkdir(parents=True, exist_ok=True)
         built.append(services)
