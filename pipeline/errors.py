@@ -8,6 +8,7 @@
     │   ├── CorruptDocument           corrupt_document
     │   ├── NoTextFound               no_text_found
     │   ├── DocumentTooLarge          document_too_large
+    │   ├── ExtractionTimeout         timeout (parsing ran past its CPU or wall-clock limit)
     │   ├── InvalidMetadata           invalid_metadata
     │   ├── EmbeddingFailed           embedding_failed
     │   ├── InvalidIndexName          invalid_index_name
@@ -15,7 +16,6 @@
     │   ├── IndexNotFound             index_not_found
     │   ├── DocumentNotFound          document_not_found
     │   ├── InvalidFilter             invalid_filter
-    │   ├── StoreLocked               store_locked
     │   ├── Superseded                superseded
     │   ├── Cancelled                 cancelled
     │   ├── UploadTooLarge            upload_too_large
@@ -29,6 +29,7 @@
         ├── ProviderRateLimited       rate_limited
         ├── ProviderTimeout           timeout
         ├── DependencyUnavailable     dependency_unavailable
+        ├── StoreLocked               store_locked (another process holds the local store)
         └── DocumentBusy              document_busy
 
 Third-party exceptions are translated once, where they are raised, with `raise ... from exc`.
@@ -87,6 +88,12 @@ class DocumentTooLarge(PermanentError):
     code = "document_too_large"
 
 
+class ExtractionTimeout(PermanentError):
+    """Parsing the file ran past its CPU or wall-clock limit (a hostile or pathological file)."""
+
+    code = "timeout"
+
+
 class InvalidMetadata(PermanentError):
     code = "invalid_metadata"
 
@@ -117,7 +124,7 @@ class InvalidFilter(PermanentError):
     code = "invalid_filter"
 
 
-class StoreLocked(PermanentError):
+class StoreLocked(TransientError):
     """The local Qdrant directory is held by another process."""
 
     code = "store_locked"

@@ -9,15 +9,17 @@ the job, so a redelivered job rewrites the same deterministic points instead of 
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import random
 import threading
 import time
 from dataclasses import asdict
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pipeline import metrics
+from pipeline import log_context, metrics
 from pipeline.errors import (
     Cancelled,
     DependencyUnavailable,
@@ -26,9 +28,10 @@ from pipeline.errors import (
     TransientError,
 )
 from pipeline.indexing import IndexResult, index_document
+from pipeline.isolation import prepare_isolated
 from pipeline.jobs import REDIS_DOWN, JobStore, JobWork, stage_progress
 from pipeline.keys import JobStage
-from pipeline.prepare import prepare_document
+from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.services import Services
 
 log = logging.getLogger(__name__)
@@ -55,7 +58,12 @@ class Heartbeat:
         self._interval = interval
         self._stop = threading.Event()
         self.lost = False
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{job_id}", daemon=True)
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run,  # its log lines carry the job's fields
+            args=(self._run,),
+            name=f"heartbeat-{job_id}",
+            daemon=True,
+        )
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()
@@ -96,6 +104,13 @@ def run_job(
     `timeout_errors` are the exceptions a task's time limit raises (Celery's
     `SoftTimeLimitExceeded`); they fail the job with `timeout`.
     """
+    with log_context.bound(job_id=job_id):
+        return _run_job(services, job_id, timeout_errors=timeout_errors)
+
+
+def _run_job(
+    services: Services, job_id: str, *, timeout_errors: tuple[type[BaseException], ...]
+) -> str:
     settings = services.settings
     jobs = services.jobs
     claim = jobs.claim(
@@ -111,6 +126,7 @@ def run_job(
     with Heartbeat(jobs, job_id, attempt, interval=settings.heartbeat_interval_seconds) as beat:
         try:
             work = jobs.work(job_id)
+            log_context.add(index=work.job.index, document_id=work.job.document_id)
             result = _process(services, work, attempt, beat)
         except LostJob:
             return _lost(job_id)
@@ -223,13 +239,11 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
     jobs = services.jobs
     report = _Reporter(jobs, job.job_id, attempt)
     path = services.staged_path(work.staged_name)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
+    if not path.is_file():
         raise DependencyUnavailable(
             f"The staged upload is missing on this worker ({path}); the staging directory "
             "must be shared by the API and every worker."
-        ) from exc
+        )
 
     def should_cancel() -> bool:
         if beat.lost:
@@ -240,8 +254,9 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
             return False
 
     config = services.ensure_index(job.index)
-    prepared = prepare_document(
-        data,
+    prepare = prepare_isolated if services.settings.isolate_extraction else prepare_in_process
+    prepared = prepare(
+        path,
         filename=job.filename,
         settings=services.settings,
         content_type=work.content_type,
@@ -280,3 +295,8 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
         chunks_total=result.chunks, chunks_embedded=result.chunks, chunks_done=result.chunks
     )
     return result
+
+
+def prepare_in_process(path: Path, **options: Any) -> PreparedDocument:
+    """`prepare_document` in this process (isolation off: tests and trusted input only)."""
+    return prepare_document(path.read_bytes(), **options)

@@ -97,6 +97,18 @@ class Settings(BaseSettings):
     max_docx_compression_ratio: float = Field(default=200.0, gt=1)
     """Largest uncompressed/compressed ratio a DOCX member may have (zip-bomb guard)."""
 
+    extraction_memory_bytes: int = Field(default=3 * 1024**3, gt=256 * 1024**2)
+    """Address-space limit of the child process that parses one upload (bomb guard)."""
+
+    extraction_cpu_seconds: int = Field(default=300, gt=0)
+    """CPU seconds the parsing child may use before it is killed (`timeout`)."""
+
+    extraction_timeout_seconds: float = Field(default=600.0, gt=0)
+    """Wall-clock seconds parsing one upload may take before its child is killed."""
+
+    isolate_extraction: bool = True
+    """Parse uploads in a limited child process (keep on: a hostile file then kills only it)."""
+
     max_metadata_bytes: int = Field(default=16 * 1024, gt=0)
     """Largest user metadata object, measured as compact JSON in UTF-8."""
 
@@ -201,7 +213,7 @@ class Settings(BaseSettings):
 
     # --- HTTP ---------------------------------------------------------------------------
     host: str = "127.0.0.1"
-    """Address `docingest serve` and `docingest api` listen on."""
+    """Address `docingest serve`, `docingest api` and a worker's metrics port listen on."""
 
     port: int = Field(default=8000, gt=0, lt=65536)
     """Port `docingest serve` and `docingest api` listen on."""
@@ -209,6 +221,17 @@ class Settings(BaseSettings):
     api_keys: list[ApiKey] = Field(default_factory=list)
     """API keys as JSON, e.g. `[{"key": "s3cret", "indexes": ["legal"]}, {"sha256": "..."}]`;
     empty means no key is needed. `indexes` omitted or null allows every index."""
+
+    # --- operations ---------------------------------------------------------------------
+    log_format: Literal["text", "json"] = "text"
+    """`json` writes one JSON object per log line; lines logged while a job runs carry its
+    `job_id`, `index` and `document_id`."""
+
+    metrics_port: int | None = Field(default=None, gt=0, lt=65536)
+    """Port on which `docingest worker` serves Prometheus metrics of all its pool processes;
+    None serves none. With the prefork pool it needs `PROMETHEUS_MULTIPROC_DIR` (an existing,
+    writable directory) so that every pool process records into it. The API serves `/metrics`
+    on its own port."""
 
     @model_validator(mode="after")
     def _check_overlap(self) -> Settings:
