@@ -103,7 +103,9 @@ return 1
 """
 )
 
-# KEYS: job, queued, finished-counters. ARGV: job_id, ttl.
+# KEYS: job, queued, finished-counters. ARGV: job_id, ttl. Returns 'stopped' (a queued job,
+# now cancelled), 'requested' (a processing job, asked to stop), 'missing' or the refusing
+# status; never 'cancelled' on success, which would be taken for an already-cancelled job.
 CANCEL = (
     _TIME
     + """
@@ -115,7 +117,7 @@ if status == 'queued' then
     redis.call('ZREM', KEYS[2], ARGV[1])
     redis.call('HINCRBY', KEYS[3], 'cancelled', 1)
     redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-    return 'cancelled'
+    return 'stopped'
 end
 if status == 'processing' then
     redis.call('HSET', KEYS[1], 'cancel_requested', '1')

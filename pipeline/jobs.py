@@ -271,7 +271,7 @@ class JobStore:
         )
         if outcome == "missing":
             raise JobNotFound(f"Job '{job_id}' does not exist (or has expired).")
-        if outcome not in ("cancelled", "requested"):
+        if outcome not in ("stopped", "requested"):  # an already-cancelled job answers 409
             raise JobStateConflict(f"Job '{job_id}' is already {outcome}; it cannot be cancelled.")
         return self.get(job_id)
 

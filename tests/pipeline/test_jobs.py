@@ -286,6 +286,10 @@ def test_cancel_of_a_finished_or_missing_job(jobs: JobStore) -> None:
         jobs.cancel(job_id)
     with pytest.raises(JobNotFound):
         jobs.cancel("no-such-job")
+    queued = jobs.create(job_spec()).job_id
+    jobs.cancel(queued)
+    with pytest.raises(JobStateConflict, match="cancelled"):
+        jobs.cancel(queued)
 
 
 @pytest.mark.parametrize("ending", ["failed", "cancelled"])
