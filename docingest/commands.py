@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
@@ -20,7 +20,9 @@ from rich.text import Text
 from docingest import batch
 from docingest.batch import Item
 from docingest.client import ClientError, DocingestClient, Job, SearchResponse
-from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
 
 PLAIN_WIDTH = 200
 """Line width when output is not a terminal (rich would otherwise wrap at 80)."""
@@ -109,8 +111,11 @@ def _client(args: argparse.Namespace, settings: Settings) -> DocingestClient:
     )
 
 
-def _fail(message: str, code: int = 1) -> int:
-    console(stderr=True).print(Text(f"docingest: {message}", style="red"))
+def _fail(problem: str | ClientError, code: int = 1) -> int:
+    """Print one line on stderr (a refused request with its code) and return `code`."""
+    if isinstance(problem, ClientError):
+        problem = str(problem) if problem.status is not None else problem.message
+    console(stderr=True).print(Text(f"docingest: {problem}", style="red"))
     return code
 
 
@@ -136,7 +141,7 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
                 wait=not args.no_wait,
             )
         except ClientError as exc:
-            return _fail(exc.message)
+            return _fail(exc)
         except KeyboardInterrupt:
             _fail("interrupted; jobs already uploaded keep running (see `docingest status`)")
             return 130
@@ -227,7 +232,7 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
                 max_chunks_per_document=args.max_chunks_per_document,
             )
         except ClientError as exc:
-            return _fail(str(exc))
+            return _fail(exc)
     if args.json:
         print(json.dumps(response, ensure_ascii=False, indent=2))
     else:
@@ -269,7 +274,7 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
         try:
             job = client.job(args.job_id)
         except ClientError as exc:
-            return _fail(str(exc))
+            return _fail(exc)
     if args.json:
         print(json.dumps(job, ensure_ascii=False, indent=2))
     else:
