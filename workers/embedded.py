@@ -23,6 +23,13 @@ class EmbeddedWorker:
     """Start with `start()`, stop with `stop()` (running tasks finish first, up to `timeout`)."""
 
     def __init__(self, app: Celery, *, concurrency: int, hostname: str = "embedded@%h") -> None:
+        # Pool threads run a task as the *default* app's copy of it (tasks are shared by every
+        # app), so `self.retry()` would publish through the default app's broker (AMQP on
+        # localhost) and the retry would be lost. The `celery worker` program and
+        # celery.contrib.testing make the worker's app the current and default one; so do we.
+        app.finalize()
+        app.set_current()
+        app.set_default()
         self._controller = WorkController(
             app=app,
             pool_cls="threads",
