@@ -1,0 +1,58 @@
+"""Run the real app (`api.app.create_app`) under uvicorn against a private test deployment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from api.app import create_app
+from pipeline.settings import Settings
+from tests.servers import serve_app
+
+BEARER = "Authorization"
+
+
+@contextmanager
+def api_client(settings: Settings, **app_options: Any) -> Iterator[httpx.Client]:
+    """An httpx client on the app served by real uvicorn (lifespan and all)."""
+    app = create_app(settings, **app_options)
+    with (
+        serve_app(app, lifespan="on") as base_url,
+        httpx.Client(base_url=base_url, timeout=30) as client,
+    ):
+        yield client
+
+
+def upload(
+    client: httpx.Client,
+    index: str,
+    data: bytes,
+    *,
+    filename: str = "notes.txt",
+    headers: dict[str, str] | None = None,
+    **fields: str,
+) -> httpx.Response:
+    """POST one file to the index's documents, as a browser form would."""
+    return client.post(
+        f"/v1/indexes/{index}/documents",
+        files={"file": (filename, data, "text/plain")},
+        data=fields,
+        headers=headers,
+    )
+
+
+def is_contract_error(response: httpx.Response, *, status: int, code: str | None = None) -> bool:
+    """Whether the response is the contract's error shape with `status` (and `code`)."""
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/json"), response.headers
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message"}, body
+    assert isinstance(body["error"]["code"], str) and body["error"]["code"], body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"], body
+    if code is not None:
+        assert body["error"]["code"] == code, body
+    return True

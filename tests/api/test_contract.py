@@ -1,0 +1,125 @@
+"""The app against ../shared/API.md: every documented endpoint in the OpenAPI schema, and the
+error shape `{"error": {"code", "message"}}` for each kind of failure, through real uvicorn."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from redis import Redis
+
+from pipeline.settings import Settings
+from tests.api.support import api_client, is_contract_error, upload
+from tests.embedding_server import FakeEmbeddingServer
+from tests.jobs_support import FAKE_DIMENSIONS, private_redis, service_settings, unique_prefix
+
+API_DOC = Path(__file__).resolve().parents[3] / "shared" / "API.md"
+ENDPOINT = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`?\s]*)[^`]*`")
+MAX_UPLOAD = 4096
+
+
+def documented_endpoints() -> set[tuple[str, str]]:
+    """(method, path) of every endpoint the contract names, e.g. `GET /v1/jobs?index=...`."""
+    if not API_DOC.is_file():
+        pytest.skip(f"the contract is not at {API_DOC}")
+    return {(m.lower(), path) for m, path in ENDPOINT.findall(API_DOC.read_text())}
+
+
+@dataclass
+class Served:
+    client: httpx.Client
+    settings: Settings
+    redis: Redis
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    prefix = unique_prefix("contract")
+    with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as fake, private_redis(prefix) as redis:
+        settings = service_settings(
+            tmp_path_factory.mktemp("contract"), prefix, fake, max_upload_bytes=MAX_UPLOAD
+        )
+        with api_client(settings) as client:
+            yield Served(client, settings, redis)
+
+
+@pytest.fixture
+def client(served: Served) -> httpx.Client:
+    return served.client
+
+
+def test_the_parser_finds_the_documented_endpoints() -> None:
+    endpoints = documented_endpoints()
+    assert ("put", "/v1/indexes/{index}") in endpoints
+    assert ("get", "/v1/jobs") in endpoints, "the query string is not part of the path"
+    assert ("get", "/healthz") in endpoints
+    assert len(endpoints) >= 15
+
+
+def test_openapi_has_every_documented_endpoint(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").raise_for_status().json()
+    served = {(method, path) for path, ops in schema["paths"].items() for method in ops}
+    missing = documented_endpoints() - served
+    assert not missing, f"documented but not in /openapi.json: {sorted(missing)}"
+
+
+def test_unknown_route(client: httpx.Client) -> None:
+    assert is_contract_error(client.get("/v1/no-such-thing"), status=404, code="not_found")
+
+
+def test_unknown_job(client: httpx.Client) -> None:
+    response = client.get("/v1/jobs/0123456789abcdef")
+    assert is_contract_error(response, status=404, code="job_not_found")
+
+
+@pytest.mark.parametrize("name", ["Upper", "has.dot", "x" * 65])
+def test_bad_index_name(client: httpx.Client, name: str) -> None:
+    response = client.put(f"/v1/indexes/{name}")
+    assert is_contract_error(response, status=422, code="invalid_index_name")
+    assert is_contract_error(upload(client, name, b"hello"), status=422, code="invalid_index_name")
+
+
+def test_validation_error(client: httpx.Client) -> None:
+    response = client.post("/v1/indexes/docs/search", json={"query": 5, "top_k": "many"})
+    assert is_contract_error(response, status=422, code="validation_error")
+    assert is_contract_error(client.get("/v1/jobs?limit=0"), status=422, code="validation_error")
+
+
+def test_invalid_metadata(client: httpx.Client) -> None:
+    response = upload(client, "docs", b"some notes", metadata="{not json")
+    assert is_contract_error(response, status=400, code="invalid_metadata")
+    response = upload(client, "docs", b"some notes", metadata='["a list"]')
+    assert is_contract_error(response, status=400, code="invalid_metadata")
+
+
+def test_oversize_upload(client: httpx.Client) -> None:
+    response = upload(client, "docs", b"x" * (MAX_UPLOAD + 1))
+    assert is_contract_error(response, status=413, code="upload_too_large")
+
+
+def test_empty_upload(client: httpx.Client) -> None:
+    response = upload(client, "docs", b"")
+    assert is_contract_error(response, status=400, code="empty_document")
+
+
+def test_refused_uploads_leave_no_staged_file(served: Served) -> None:
+    for response in (
+        upload(served.client, "docs", b""),
+        upload(served.client, "docs", b"x" * (MAX_UPLOAD + 1)),
+        upload(served.client, "docs", b"some notes", metadata="{"),
+    ):
+        assert response.status_code in (400, 413)
+    assert list(served.settings.staging_dir.iterdir()) == []
+
+
+def test_a_server_error_shows_no_traceback(served: Served) -> None:
+    """A job key clobbered in Redis (a string, not a hash) makes reading it fail unexpectedly."""
+    served.redis.set(f"{served.settings.redis_key_prefix}job:clobbered", "not a hash")
+    response = served.client.get("/v1/jobs/clobbered")
+    assert is_contract_error(response, status=500, code="internal_error")
+    for leak in ("Traceback", 'File "', "WRONGTYPE", "ResponseError", "redis"):
+        assert leak not in response.text
