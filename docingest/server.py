@@ -18,9 +18,11 @@ import uvicorn
 from celery.signals import worker_ready, worker_shutdown
 
 from api.app import create_app
+from docingest import worker_metrics
 from docingest.redis_server import RedisStartError, ensure_redis, redact_url
 from pipeline.errors import IngestError
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
+from pipeline.log_context import JobContextFilter, JsonFormatter
 from pipeline.services import Services
 from pipeline.settings import Settings
 from workers import context
@@ -31,6 +33,8 @@ from workers.ticker import HousekeepingTicker
 log = logging.getLogger("docingest")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
+LOG_HANDLER = "docingest"
+TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """Open requests get this long to finish when the server is stopped."""
 
@@ -59,12 +63,22 @@ class StartupError(Exception):
     """A dependency is unreachable or misconfigured; the message says which and what to do."""
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def configure_logging(level: str, *, log_format: str = "text") -> None:
+    """Log to stderr at `level`, as text or one JSON object a line (`log_format`).
+
+    Calling it again changes the format of the same handler; lines logged inside a job carry
+    its fields (`pipeline.log_context`).
+    """
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if h.get_name() == LOG_HANDLER), None)
+    if handler is None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name(LOG_HANDLER)
+        handler.addFilter(JobContextFilter())
+        root.addHandler(handler)
+    json_lines = log_format == "json"
+    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(TEXT_LOG_FORMAT))
+    root.setLevel(level.upper())
 
 
 def check_dependencies(services: Services, *, store: bool) -> None:
@@ -90,6 +104,7 @@ def serve(settings: Settings, *, on_ready: Callable[[str], None] | None = None) 
     Uses the Redis at `redis_url`, starting a private one when none answers there (local URLs
     only). `on_ready(base_url)` runs in a thread once the server accepts requests.
     """
+    configure_logging("INFO", log_format=settings.log_format)
     try:
         with ensure_redis(settings.redis_url, data_dir=settings.data_dir) as redis_handle:
             if redis_handle.started:
@@ -120,6 +135,7 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
             host=settings.host,
             port=settings.port,
             log_level="warning",
+            log_config=_uvicorn_log_config(settings),
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         )
     )
@@ -152,8 +168,14 @@ def _when_started(server: uvicorn.Server, callback: Callable[[str], None], base_
             log.exception("the start-up callback failed")
 
 
+def _uvicorn_log_config(settings: Settings) -> dict[str, Any] | None:
+    """uvicorn's own handlers for text logs; none for JSON, so its lines reach ours."""
+    return None if settings.log_format == "json" else uvicorn.config.LOGGING_CONFIG
+
+
 def run_api(settings: Settings) -> int:
     """Run the API alone; workers run elsewhere (`docingest worker`)."""
+    configure_logging("INFO", log_format=settings.log_format)
     services = Services(settings, owns_store=settings.qdrant_url is not None)
     try:
         check_dependencies(services, store=services.owns_store)
@@ -173,6 +195,7 @@ def run_api(settings: Settings) -> int:
         host=settings.host,
         port=settings.port,
         log_level="info",
+        log_config=_uvicorn_log_config(settings),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     return 0
@@ -190,8 +213,10 @@ def run_worker(
 
     In local mode the worker owns the Qdrant directory, so it is one process: a thread pool
     (default) or prefork with one child (the child owns the store; a crash costs the child, not
-    the worker). With a Qdrant server it defaults to prefork.
+    the worker). With a Qdrant server it defaults to prefork. With `metrics_port` set, the
+    main process serves the metrics of every pool process there (`docingest/worker_metrics.py`).
     """
+    configure_logging(loglevel, log_format=settings.log_format)
     local = settings.qdrant_url is None
     concurrency = concurrency or settings.worker_concurrency
     if local and pool == "prefork" and concurrency != 1:
@@ -203,6 +228,11 @@ def run_worker(
         )
         return 2
     pool = pool or ("threads" if local else "prefork")
+    if settings.metrics_port is not None:
+        problem = worker_metrics.setup_problem(pool)
+        if problem is not None:
+            print(f"docingest worker: {problem}", file=sys.stderr)
+            return 1
     context.configure(owns_store=True)
     probe = Services(settings, owns_store=True)
     try:
@@ -216,6 +246,21 @@ def run_worker(
         # may cross a fork, and the parent must not hold the local-mode lock
     else:
         context.install(probe)  # one process: keep the clients (and the store) it opened
+    metrics_server = None
+    if settings.metrics_port is not None:
+        try:
+            metrics_server = worker_metrics.serve(settings.metrics_port, host=settings.host)
+        except OSError as exc:
+            print(
+                f"docingest worker: cannot serve metrics on {settings.host}:"
+                f"{settings.metrics_port} ({exc.strerror or exc}); set DOCINGEST_METRICS_PORT "
+                "to a free port",
+                file=sys.stderr,
+            )
+            context.shutdown()
+            return 1
+        worker_metrics.install(pool)
+        log.info("metrics on http://%s:%s/metrics", settings.host, settings.metrics_port)
     celery_app = create_celery_app(settings)
     tickers: list[HousekeepingTicker] = []
 
@@ -227,10 +272,13 @@ def run_worker(
     def stop_ticker(**_: Any) -> None:
         for ticker in tickers:
             ticker.stop()
+        if metrics_server is not None:
+            metrics_server.shutdown()
 
     worker_ready.connect(start_ticker, weak=False)
     worker_shutdown.connect(stop_ticker, weak=False)
     argv = [
+        *(["--quiet"] if settings.log_format == "json" else []),  # no plain-text banner
         "worker",
         f"--pool={pool}",
         f"--concurrency={concurrency}",

@@ -105,7 +105,9 @@ def run_job(
     `SoftTimeLimitExceeded`); they fail the job with `timeout`.
     """
     with log_context.bound(job_id=job_id):
-        return _run_job(services, job_id, timeout_errors=timeout_errors)
+        outcome = _run_job(services, job_id, timeout_errors=timeout_errors)
+        log.info("job %s: %s", job_id, outcome)  # one line per run, with the job's fields
+        return outcome
 
 
 def _run_job(

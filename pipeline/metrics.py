@@ -1,4 +1,7 @@
-"""Prometheus metrics recorded by the stages in this process (the API serves them).
+"""Prometheus metrics recorded by the stages in this process.
+
+The API serves them at `/metrics`; `docingest worker` on its metrics port, summed over its pool
+processes (prometheus-client multiprocess mode, `docingest/worker_metrics.py`).
 
 Counts that must agree across processes (jobs queued, processing and finished) are read from
 Redis at scrape time instead (`api/metrics.py`); these are per-process histograms and totals.
@@ -28,3 +31,12 @@ STAGE_SECONDS = Histogram(
 )
 UPLOAD_BYTES = Counter("docingest_upload_bytes", "Bytes of uploads accepted by this process.")
 UPLOADS = Counter("docingest_uploads", "Uploads accepted by this process.")
+POINTS_UPSERTED = Counter(
+    "docingest_points_upserted", "Points (chunks) this process wrote to Qdrant, acknowledged."
+)
+EMBEDDING_REQUEST_SECONDS = Histogram(
+    "docingest_embedding_request_duration_seconds",
+    "Time of one embedding request (one local-model batch, or one provider call).",
+    ["provider"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)

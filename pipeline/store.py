@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from qdrant_client import models
 
+from pipeline import metrics
 from pipeline.errors import DocumentNotFound, IndexConflict, IndexNotFound
 from pipeline.settings import Settings
 from pipeline.sparse import SparseTerms
@@ -203,6 +204,7 @@ class VectorStore:
             ]
             with self._connection.guard(index) as client:
                 client.upsert(collection, points=points, wait=True)
+            metrics.POINTS_UPSERTED.inc(len(points))
 
     def _index_metadata_keys(
         self, index: str, collection: str, records: Sequence[ChunkRecord]

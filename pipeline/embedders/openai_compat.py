@@ -20,6 +20,7 @@ servers such as Ollama or llama.cpp need none (the `openai` client insists on on
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import os
@@ -35,6 +36,7 @@ import numpy as np
 import openai
 from tenacity import RetryCallState, RetryError
 
+from pipeline import metrics
 from pipeline.embedders.backoff import (
     BadReply,
     RetryPolicy,
@@ -248,7 +250,9 @@ class OpenAICompatibleEmbedder:
                 for piece in batch.pieces:
                     outstanding[piece.source] += 1
                     sealed[piece.source] = piece.last
-                future = pool.submit(self._embed_batch, batch, abort)
+                # in the caller's context, so its log lines keep the job's fields
+                context = contextvars.copy_context()
+                future = pool.submit(context.run, self._embed_batch, batch, abort)
                 numbers[future] = number
                 future.add_done_callback(finished.put)
                 collect(block=False)
@@ -332,15 +336,22 @@ class OpenAICompatibleEmbedder:
         # The client's generic `post` (its documented way to call any endpoint) with the raw
         # body: `embeddings.create` walks every input through its typing-based transform, which
         # costs more client CPU than the token counting, and parses the reply we parse anyway.
-        content = self._client.post(
-            "/embeddings",
-            cast_to=bytes,
-            body=body,
-            options={
-                "timeout": openai.Timeout(timeout, connect=min(CONNECT_TIMEOUT_SECONDS, timeout)),
-                "headers": {"Authorization": f"Bearer {self._client.api_key}"},
-            },
-        )
+        started = time.perf_counter()
+        try:
+            content = self._client.post(
+                "/embeddings",
+                cast_to=bytes,
+                body=body,
+                options={
+                    "timeout": openai.Timeout(
+                        timeout, connect=min(CONNECT_TIMEOUT_SECONDS, timeout)
+                    ),
+                    "headers": {"Authorization": f"Bearer {self._client.api_key}"},
+                },
+            )
+        finally:
+            elapsed = time.perf_counter() - started
+            metrics.EMBEDDING_REQUEST_SECONDS.labels("openai").observe(elapsed)
         return self._parse(content, len(batch.pieces))
 
     def _parse(self, content: bytes, expected: int) -> np.ndarray:
