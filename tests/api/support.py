@@ -2,26 +2,40 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from api.app import create_app
 from pipeline.settings import Settings
 from tests.servers import serve_app
 
-BEARER = "Authorization"
+API_DOC = Path(__file__).resolve().parents[3] / "shared" / "API.md"
+_ENDPOINT = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`?\s]*)[^`]*`")
+
+
+def documented_endpoints() -> set[tuple[str, str]]:
+    """(method, path) of every endpoint the contract names, e.g. `GET /v1/jobs?index=...`."""
+    if not API_DOC.is_file():
+        pytest.skip(f"the contract is not at {API_DOC}")
+    return {(m.lower(), path) for m, path in _ENDPOINT.findall(API_DOC.read_text())}
 
 
 @contextmanager
-def api_client(settings: Settings, **app_options: Any) -> Iterator[httpx.Client]:
+def api_client(
+    settings: Settings, *, client_options: dict[str, Any] | None = None, **app_options: Any
+) -> Iterator[httpx.Client]:
     """An httpx client on the app served by real uvicorn (lifespan and all)."""
     app = create_app(settings, **app_options)
+    options: dict[str, Any] = {"timeout": 30.0, **(client_options or {})}
     with (
         serve_app(app, lifespan="on") as base_url,
-        httpx.Client(base_url=base_url, timeout=30) as client,
+        httpx.Client(base_url=base_url, **options) as client,
     ):
         yield client
 

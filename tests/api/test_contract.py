@@ -3,30 +3,19 @@ error shape `{"error": {"code", "message"}}` for each kind of failure, through r
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
 from redis import Redis
 
 from pipeline.settings import Settings
-from tests.api.support import api_client, is_contract_error, upload
+from tests.api.support import api_client, documented_endpoints, is_contract_error, upload
 from tests.embedding_server import FakeEmbeddingServer
 from tests.jobs_support import FAKE_DIMENSIONS, private_redis, service_settings, unique_prefix
 
-API_DOC = Path(__file__).resolve().parents[3] / "shared" / "API.md"
-ENDPOINT = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`?\s]*)[^`]*`")
 MAX_UPLOAD = 4096
-
-
-def documented_endpoints() -> set[tuple[str, str]]:
-    """(method, path) of every endpoint the contract names, e.g. `GET /v1/jobs?index=...`."""
-    if not API_DOC.is_file():
-        pytest.skip(f"the contract is not at {API_DOC}")
-    return {(m.lower(), path) for m, path in ENDPOINT.findall(API_DOC.read_text())}
 
 
 @dataclass

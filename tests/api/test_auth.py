@@ -1,0 +1,166 @@
+"""API keys through real uvicorn: 401 without a valid key, 403 outside a key's indexes, and
+the key itself never echoed. Key A is given in clear and limited to index "a"; key B is given
+as its sha256 and may use every index."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from tests.api.support import api_client, documented_endpoints, is_contract_error, upload
+from tests.embedding_server import FakeEmbeddingServer
+from tests.jobs_support import FAKE_DIMENSIONS, private_redis, service_settings, unique_prefix
+
+KEY_A = f"key-a-{uuid.uuid4().hex}"
+KEY_B = f"key-b-{uuid.uuid4().hex}"
+A = {"Authorization": f"Bearer {KEY_A}"}
+B = {"Authorization": f"Bearer {KEY_B}"}
+DOC = b"Harbour notes: the tide table changes on Sunday, and the ferry leaves at dawn."
+
+
+def _no_key_in(response: httpx.Response) -> None:
+    """Fail the request that echoes a key, in its body or any header."""
+    response.read()
+    for key in (KEY_A, KEY_B):
+        assert key not in response.text, f"{response.request.url} echoed a key in its body"
+        for name, value in response.headers.items():
+            assert key not in value, f"{response.request.url} echoed a key in header {name}"
+
+
+@dataclass
+class Served:
+    client: httpx.Client
+    job_a: str
+    job_b: str
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    prefix = unique_prefix("auth")
+    api_keys = [
+        {"key": KEY_A, "indexes": ["a"], "name": "team-a"},
+        {"sha256": hashlib.sha256(KEY_B.encode()).hexdigest(), "name": "admin"},
+    ]
+    with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as fake, private_redis(prefix):
+        settings = service_settings(
+            tmp_path_factory.mktemp("auth"), prefix, fake, api_keys=api_keys
+        )
+        hooks = {"event_hooks": {"response": [_no_key_in]}}
+        with api_client(settings, client_options=hooks) as client:
+            for index in ("a", "b"):
+                assert client.put(f"/v1/indexes/{index}", headers=B).status_code == 201
+            job_a = upload(client, "a", DOC, headers=A).raise_for_status().json()["job_id"]
+            job_b = upload(client, "b", DOC, headers=B).raise_for_status().json()["job_id"]
+            yield Served(client, job_a, job_b)
+
+
+def request(
+    client: httpx.Client, method: str, path: str, headers: dict[str, str] | None = None
+) -> httpx.Response:
+    """Send `method path` with a body that fits it (a file, a search, nothing)."""
+    if method == "post" and path.endswith("/documents"):
+        return upload(client, path.split("/")[3], DOC, headers=headers)
+    if method == "post" and path.endswith("/search"):
+        return client.post(path, json={"query": "tide"}, headers=headers)
+    if method == "get" and path.endswith("/search"):
+        return client.get(path, params={"q": "tide"}, headers=headers)
+    return client.request(method.upper(), path, headers=headers)
+
+
+def concrete(path: str, *, index: str, job_id: str) -> str:
+    return path.format(index=index, job_id=job_id, document_id="notes.txt")
+
+
+def protected_endpoints() -> list[tuple[str, str]]:
+    return sorted(e for e in documented_endpoints() if e[1] != "/healthz")
+
+
+WRONG = {
+    "no header": {},
+    "unknown key": {"Authorization": "Bearer not-a-key"},
+    "key A as Basic": {"Authorization": f"Basic {KEY_A}"},
+    "bearer without a key": {"Authorization": "Bearer"},
+}
+
+
+@pytest.mark.parametrize("credentials", list(WRONG), ids=list(WRONG))
+def test_every_endpoint_but_healthz_needs_a_valid_key(served: Served, credentials: str) -> None:
+    endpoints = protected_endpoints()
+    assert len(endpoints) >= 14
+    for method, path in endpoints:
+        url = concrete(path, index="a", job_id=served.job_a)
+        response = request(served.client, method, url, WRONG[credentials])
+        assert is_contract_error(response, status=401, code="unauthorized"), (method, url)
+        assert response.headers.get("www-authenticate") == "Bearer", (method, url)
+
+
+def test_healthz_needs_no_key(served: Served) -> None:
+    response = served.client.get("/healthz")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_key_a_is_refused_on_index_b(served: Served) -> None:
+    refused = [e for e in protected_endpoints() if "{index}" in e[1] or "{job_id}" in e[1]]
+    assert len(refused) >= 11
+    for method, path in refused:
+        url = concrete(path, index="b", job_id=served.job_b)
+        response = request(served.client, method, url, A)
+        assert is_contract_error(response, status=403, code="forbidden"), (method, url)
+    response = served.client.get("/v1/jobs", params={"index": "b"}, headers=A)
+    assert is_contract_error(response, status=403, code="forbidden")
+
+    # nothing was changed by the refused requests
+    assert served.client.get("/v1/indexes/b", headers=B).status_code == 200
+    assert served.client.get(f"/v1/jobs/{served.job_b}", headers=B).json()["status"] == "queued"
+
+
+def test_key_a_sees_only_its_indexes_and_jobs(served: Served) -> None:
+    indexes = served.client.get("/v1/indexes", headers=A).raise_for_status().json()["indexes"]
+    assert [info["name"] for info in indexes] == ["a"]
+    jobs = served.client.get("/v1/jobs", headers=A).raise_for_status().json()["jobs"]
+    assert {job["index"] for job in jobs} == {"a"} and served.job_a in {j["job_id"] for j in jobs}
+    every = served.client.get("/v1/jobs", headers=B).raise_for_status().json()["jobs"]
+    assert {job["index"] for job in every} >= {"a", "b"}
+
+
+def test_key_a_works_on_index_a(served: Served) -> None:
+    client = served.client
+    assert client.put("/v1/indexes/a", headers=A).status_code == 200
+    assert client.get("/v1/indexes/a", headers=A).status_code == 200
+    assert upload(client, "a", DOC, filename="more.txt", headers=A).status_code == 202
+    assert client.get(f"/v1/jobs/{served.job_a}", headers=A).status_code == 200
+    assert client.post("/v1/indexes/a/search", json={"query": "tide"}, headers=A).status_code == 200
+
+
+def test_key_b_works_everywhere(served: Served) -> None:
+    client = served.client
+    expected = {
+        ("put", "/v1/indexes/{index}"): 200,
+        ("get", "/v1/indexes"): 200,
+        ("get", "/v1/indexes/{index}"): 200,
+        ("post", "/v1/indexes/{index}/documents"): 202,
+        ("get", "/v1/indexes/{index}/documents"): 200,
+        ("get", "/v1/indexes/{index}/documents/{document_id}"): 404,  # no worker ran it
+        ("delete", "/v1/indexes/{index}/documents/{document_id}"): 404,
+        ("post", "/v1/indexes/{index}/search"): 200,
+        ("get", "/v1/indexes/{index}/search"): 200,
+        ("get", "/v1/jobs/{job_id}"): 200,
+        ("get", "/v1/jobs"): 200,
+        ("delete", "/v1/jobs/{job_id}"): 202,  # cancels the queued job ...
+        ("post", "/v1/jobs/{job_id}/retry"): 202,  # ... so that it can be retried
+        ("get", "/readyz"): 200,
+        ("get", "/metrics"): 200,
+        ("get", "/healthz"): 200,
+        ("delete", "/v1/indexes/{index}"): 204,
+    }
+    assert set(expected) == documented_endpoints(), "the table follows the contract"
+    for (method, path), status in expected.items():  # in order: the index goes last
+        url = concrete(path, index="b", job_id=served.job_b)
+        response = request(client, method, url, B)
+        assert response.status_code == status, (method, url, response.text)
+    assert client.get("/v1/indexes/b", headers=B).status_code == 404
