@@ -24,14 +24,19 @@ SMALL_EXAMPLES = (
     "python311-tutorial-introduction.html",
 )
 INDEX = "cli-examples"
+API_KEY = "cli-test-key-5f2c"
+"""The module's service wants this key; `docingest()` passes it as DOCINGEST_API_KEY."""
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
 def docingest(
-    args: Sequence[str], *, url: str, timeout: float = 240
+    args: Sequence[str], *, url: str, api_key: str | None = API_KEY, timeout: float = 240
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real `docingest` command with only DOCINGEST_URL pointing at the service."""
+    """Run the real `docingest` command with DOCINGEST_URL (and the key) set, nothing else."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOCINGEST_")}
     env["DOCINGEST_URL"] = url
+    if api_key is not None:
+        env["DOCINGEST_API_KEY"] = api_key
     return subprocess.run(
         [str(DOCINGEST), *args], env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -46,7 +51,10 @@ def row(output: str, name: str) -> str:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
-    env = ServiceEnv(data_dir=tmp_path_factory.mktemp("cli-serve"))
+    env = ServiceEnv(
+        data_dir=tmp_path_factory.mktemp("cli-serve"),
+        extra={"DOCINGEST_API_KEYS": json.dumps([{"key": API_KEY}])},
+    )
     with running_serve(env):
         yield env
 
@@ -70,7 +78,9 @@ def test_ingest_reports_every_file_completed(
         assert "completed" in line
         assert re.search(r"│\s+[1-9]\d*\s+│", line), line  # a chunk count
     assert "\x1b[" not in ingested.stdout + ingested.stderr  # plain text off a terminal
-    documents = httpx.get(f"{service.base_url}/v1/indexes/{INDEX}/documents").json()["documents"]
+    documents = httpx.get(f"{service.base_url}/v1/indexes/{INDEX}/documents", headers=AUTH).json()[
+        "documents"
+    ]
     assert {doc["document_id"] for doc in documents} == set(SMALL_EXAMPLES)
     assert all(doc["metadata"] == {"team": "docs", "tags": ["example"]} for doc in documents)
 
@@ -114,7 +124,9 @@ def test_folder_is_walked_skipping_hidden_files(service: ServiceEnv, tmp_path: P
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "secret" not in result.stdout and "HEAD" not in result.stdout
-    documents = httpx.get(f"{service.base_url}/v1/indexes/cli-folder/documents").json()
+    documents = httpx.get(
+        f"{service.base_url}/v1/indexes/cli-folder/documents", headers=AUTH
+    ).json()
     assert {doc["document_id"] for doc in documents["documents"]} == {"notes/plan.md", "todo.txt"}
 
 
@@ -175,7 +187,9 @@ def test_no_wait_then_status(service: ServiceEnv, tmp_path: Path) -> None:
     assert re.search(rf"^job\s+{job_id[0]}$", text.stdout, re.MULTILINE), text.stdout
     assert re.search(r"^status\s+completed$", text.stdout, re.MULTILINE), text.stdout
     assert "memo.md" in text.stdout
-    documents = httpx.get(f"{service.base_url}/v1/indexes/cli-status/documents").json()
+    documents = httpx.get(
+        f"{service.base_url}/v1/indexes/cli-status/documents", headers=AUTH
+    ).json()
     assert {doc["document_id"] for doc in documents["documents"]} == {"memos/may", "memo.md"}
 
 
@@ -183,6 +197,25 @@ def test_status_of_unknown_job(service: ServiceEnv) -> None:
     result = docingest(["status", "0" * 32], url=service.base_url)
     assert result.returncode == 1
     assert "job_not_found" in result.stderr
+
+
+def test_api_key_from_option_or_environment_and_never_printed(
+    service: ServiceEnv, ingested: subprocess.CompletedProcess[str]
+) -> None:
+    assert ingested.returncode == 0
+    search = ["search", "docling", "--index", INDEX, "--json"]
+    refused = docingest(search, url=service.base_url, api_key=None)
+    assert refused.returncode == 1
+    assert "unauthorized" in refused.stderr and "HTTP 401" in refused.stderr
+
+    wrong = docingest(search, url=service.base_url, api_key="not-the-key")
+    assert wrong.returncode == 1 and "HTTP 401" in wrong.stderr
+    assert "not-the-key" not in wrong.stdout + wrong.stderr
+
+    by_option = docingest([*search, "--api-key", API_KEY], url=service.base_url, api_key=None)
+    assert by_option.returncode == 0, by_option.stderr
+    assert json.loads(by_option.stdout)["results"]
+    assert API_KEY not in by_option.stdout + by_option.stderr
 
 
 @pytest.mark.parametrize(
