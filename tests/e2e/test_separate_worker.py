@@ -16,13 +16,14 @@ import pytest
 
 from pipeline.settings import Settings
 from pipeline.store import VectorStore
+from tests.conftest import CORPUS_DIR
 from tests.e2e.client import EXAMPLES_DIR, ApiClient, assert_error, poll_until, purge_keys
 from tests.service import Process, ServiceEnv, start, wait_until_up
 
 DOCUMENTS = [
     EXAMPLES_DIR / "tika-sample-word-document.docx",
     EXAMPLES_DIR / "docling-README.md",
-    EXAMPLES_DIR / "python311-tutorial-introduction.html",
+    CORPUS_DIR / "txt" / "latin1-french-visa.txt",
 ]
 LONG_DOCUMENT = EXAMPLES_DIR / "federal-register-2020-17221.pdf"
 WORKER_NUMBERS = itertools.count(1)
