@@ -1,0 +1,113 @@
+"""`docingest inspect`: show how local files will be detected, extracted and cut into chunks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipeline.errors import IngestError
+from pipeline.prepare import PreparedDocument, prepare_document
+from pipeline.settings import ChunkUnit, Settings
+from pipeline.store_models import ChunkingSpec
+
+PREVIEW_WORDS = 12
+
+
+def _iter_files(paths: Sequence[Path]) -> Iterator[Path]:
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*") if p.is_file())
+        else:
+            yield path
+
+
+def _prepared_to_json(path: Path, prepared: PreparedDocument) -> dict[str, Any]:
+    return {
+        "filename": path.name,
+        "format": str(prepared.detection.format),
+        "metadata": prepared.metadata,
+        "chunks": [
+            {
+                "index": chunk.index,
+                "text": chunk.text,
+                "start": chunk.start,
+                "end": chunk.end,
+                "page_start": chunk.page_start,
+                "page_end": chunk.page_end,
+                "headings": list(chunk.headings),
+            }
+            for chunk in prepared.chunks
+        ],
+    }
+
+
+def _print_human(path: Path, prepared: PreparedDocument) -> None:
+    meta = prepared.metadata
+    pages = f", {meta['pages']} pages" if meta["pages"] else ""
+    print(
+        f"== {path}  [{prepared.detection.format}{pages}, {meta['words']:,} words, "
+        f"{len(prepared.chunks)} chunks]"
+    )
+    for key in ("title", "author", "language", "created", "modified", "sha256"):
+        if meta.get(key):
+            print(f"   {key}: {meta[key]}")
+    for chunk in prepared.chunks:
+        pages_span = (
+            f"p{chunk.page_start}"
+            + (f"-{chunk.page_end}" if chunk.page_end != chunk.page_start else "")
+            if chunk.page_start is not None
+            else "-"
+        )
+        heading = " > ".join(chunk.headings)
+        words = " ".join(chunk.text.split()[:PREVIEW_WORDS])
+        print(f"  #{chunk.index:<4} [{chunk.start}:{chunk.end}] {pages_span:<9} {heading}")
+        print(f"        {words}…")
+
+
+def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        chunking = ChunkingSpec(
+            chunk_size=args.chunk_size or settings.chunk_size,
+            chunk_overlap=args.chunk_overlap
+            if args.chunk_overlap is not None
+            else settings.chunk_overlap,
+            unit=ChunkUnit(args.unit) if args.unit else settings.chunk_unit,
+        )
+    except ValidationError as exc:
+        print(f"error: {exc.errors()[0]['msg']}", file=sys.stderr)
+        return 2
+    failures = 0
+    for path in _iter_files(args.files):
+        try:
+            data = path.read_bytes()
+            prepared = prepare_document(
+                data, filename=path.name, settings=settings, chunking=chunking
+            )
+        except IngestError as exc:
+            failures += 1
+            if args.json:
+                print(
+                    json.dumps({"filename": path.name, "error": exc.to_dict()}, ensure_ascii=False)
+                )
+            else:
+                print(f"== {path}  FAILED {exc.code}: {exc.message}")
+            continue
+        except OSError as exc:
+            failures += 1
+            error = {"code": "unreadable_file", "message": f"Cannot read the file: {exc.strerror}."}
+            if args.json:
+                print(json.dumps({"filename": path.name, "error": error}, ensure_ascii=False))
+            else:
+                print(f"== {path}  FAILED {error['code']}: {error['message']}")
+            continue
+        if args.json:
+            print(json.dumps(_prepared_to_json(path, prepared), ensure_ascii=False))
+        else:
+            _print_human(path, prepared)
+    return 1 if failures else 0
