@@ -18,9 +18,13 @@ log = logging.getLogger(__name__)
 
 
 def register_tasks(app: Celery) -> None:
-    """Register `docingest.ingest` and `docingest.housekeeping` on `app`."""
+    """Register `docingest.ingest` and `docingest.housekeeping` on `app`.
 
-    @app.task(name="docingest.ingest", bind=True, max_retries=None)
+    Not shared with other apps (Celery's default): each app's tasks are closures over that
+    app, and a second app in the process would otherwise be given the first one's.
+    """
+
+    @app.task(name="docingest.ingest", bind=True, max_retries=None, shared=False)
     def ingest(self: Task, job_id: str) -> str:
         try:
             return run_job(context.current(), job_id, timeout_errors=(SoftTimeLimitExceeded,))
@@ -28,7 +32,7 @@ def register_tasks(app: Celery) -> None:
             log.warning("job %s: %s", job_id, retry)
             raise self.retry(countdown=retry.countdown, exc=retry) from retry
 
-    @app.task(name="docingest.housekeeping")
+    @app.task(name="docingest.housekeeping", shared=False)
     def housekeeping() -> dict[str, Any]:
         def enqueue(job_id: str) -> None:
             ingest.apply_async(args=[job_id], queue=INGEST_QUEUE)
