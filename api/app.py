@@ -17,7 +17,7 @@ from api.auth import KeyRing
 from api.deps import AppState
 from api.errors import install_error_handlers
 from api.metrics import registry_for
-from api.routes import documents, indexes, jobs, ops, search
+from api.routes import documents, indexes, jobs, ops, search, web
 from pipeline.services import Services
 from pipeline.settings import Settings, get_settings
 from workers.app import create_celery_app
@@ -62,6 +62,6 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for module in (indexes, documents, jobs, search, ops):
+    for module in (indexes, documents, jobs, search, ops, web):
         app.include_router(module.router)
     return app

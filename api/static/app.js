@@ -1,0 +1,755 @@
+// docingest web page: pick an index, upload files and follow their jobs, list and delete
+// documents, search. No framework and no build step. Server text only ever reaches the page
+// through textContent (never innerHTML), so a document cannot inject markup.
+
+const KEY_STORAGE = "docingest.apiKey";
+const INDEX_STORAGE = "docingest.index";
+const POLL_FIRST_MS = 300;
+const POLL_MAX_MS = 1500;
+const PARALLEL_UPLOADS = 3;
+const FINAL_STATES = new Set(["completed", "failed", "cancelled"]);
+const STAGE_LABELS = {
+  detecting: "detecting the format",
+  extracting: "extracting text",
+  chunking: "cutting into chunks",
+  embedding: "embedding",
+  storing: "storing",
+};
+const STOPWORDS = new Set(
+  ("a an and are as at be but by for from has have how in is it its of on or that the this " +
+    "to was were what when where which who why will with").split(" "),
+);
+
+const $ = (selector) => document.querySelector(selector);
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+// ---------- small DOM helpers ----------
+
+/** Create an element with properties (className, textContent, hidden...) and children. */
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (name === "dataset") Object.assign(node.dataset, value);
+    else if (name.startsWith("aria-") || name === "role") node.setAttribute(name, value);
+    else node[name] = value;
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) {
+      node.append(child instanceof Node ? child : String(child));
+    }
+  }
+  return node;
+}
+
+function showMessage(text, { kind = "error" } = {}) {
+  const box = $("#message");
+  box.textContent = text;
+  box.dataset.kind = kind;
+  box.hidden = !text;
+}
+
+function describeError(error) {
+  if (error instanceof ApiError) return `${error.message} (${error.code})`;
+  return String(error && error.message ? error.message : error);
+}
+
+function formatTime(iso) {
+  if (!iso) return "—";
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
+}
+
+/** "1 chunk", "18 chunks". */
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+function countOrDash(value) {
+  return value === null || value === undefined ? "—" : String(value);
+}
+
+// ---------- the API ----------
+
+function apiKey() {
+  return sessionStorage.getItem(KEY_STORAGE) || "";
+}
+
+function authHeaders() {
+  const key = apiKey();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+function errorFrom(status, body, fallback) {
+  const error = body && typeof body === "object" ? body.error : null;
+  if (error && error.code) return new ApiError(status, error.code, error.message || fallback);
+  return new ApiError(status, `http_${status}`, fallback || `The server answered ${status}.`);
+}
+
+/** Call the API (paths relative to the page, so a reverse-proxy prefix keeps working). */
+async function api(path, { method = "GET", json } = {}) {
+  const headers = authHeaders();
+  const init = { method, headers };
+  if (json !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(json);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (error) {
+    throw new ApiError(0, "network_error", "The server did not answer; is it running?");
+  }
+  if (response.status === 204) return null;
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (error) {
+    body = null;
+  }
+  if (!response.ok) throw errorFrom(response.status, body, response.statusText);
+  return body;
+}
+
+const indexPath = (index) => `v1/indexes/${encodeURIComponent(index)}`;
+
+/** Report an API failure: a missing or wrong key points at the key field. */
+function reportError(error, what) {
+  if (error instanceof ApiError && error.status === 401) {
+    showMessage(`${error.message} Enter it in the API key field above.`);
+    $("#api-key").focus();
+    return;
+  }
+  showMessage(`${what}: ${describeError(error)}`);
+}
+
+// ---------- indexes ----------
+
+const state = { index: "", documents: [], indexes: new Map() };
+
+function setIndexEnabled(enabled) {
+  for (const panel of document.querySelectorAll(".needs-index")) {
+    panel.classList.toggle("disabled", !enabled);
+    for (const control of panel.querySelectorAll("input, select, button")) {
+      control.disabled = !enabled;
+    }
+  }
+}
+
+async function loadIndexes({ select } = {}) {
+  const picker = $("#index-select");
+  let indexes;
+  try {
+    indexes = (await api("v1/indexes")).indexes;
+  } catch (error) {
+    picker.replaceChildren(el("option", { value: "", textContent: "—" }));
+    picker.disabled = true;
+    state.indexes = new Map();
+    await chooseIndex("");
+    reportError(error, "Could not list the indexes");
+    return;
+  }
+  showMessage("");
+  const wanted = select || state.index || sessionStorage.getItem(INDEX_STORAGE) || "";
+  const names = indexes.map((info) => info.name);
+  picker.replaceChildren(
+    ...(names.length ? [] : [el("option", { value: "", textContent: "no index yet: create one" })]),
+    ...indexes.map((info) => el("option", { value: info.name, textContent: info.name })),
+  );
+  picker.disabled = names.length === 0;
+  const chosen = names.includes(wanted) ? wanted : names[0] || "";
+  picker.value = chosen;
+  state.indexes = new Map(indexes.map((info) => [info.name, info]));
+  await chooseIndex(chosen);
+}
+
+async function chooseIndex(name) {
+  const changed = name !== state.index;
+  state.index = name;
+  if (name) sessionStorage.setItem(INDEX_STORAGE, name);
+  setIndexEnabled(Boolean(name));
+  showIndexInfo();
+  if (changed) {
+    $("#results").replaceChildren();
+    $("#search-summary").textContent = "";
+  }
+  await loadDocuments();
+}
+
+function showIndexInfo() {
+  const info = state.indexes.get(state.index);
+  $("#index-info").textContent = info
+    ? `${plural(info.documents, "document")}, ${plural(info.chunks, "chunk")} · ` +
+      `${info.embedding.provider} model ${info.embedding.model} · ` +
+      `chunks of ${info.chunking.chunk_size} ${info.chunking.unit}`
+    : "";
+}
+
+async function refreshIndexInfo() {
+  if (!state.index) return;
+  try {
+    const info = await api(indexPath(state.index));
+    state.indexes.set(info.name, info);
+    showIndexInfo();
+  } catch (error) {
+    // the list shows the failure; the summary line can wait for the next refresh
+  }
+}
+
+async function createIndex(event) {
+  event.preventDefault();
+  const input = $("#new-index");
+  const name = input.value.trim();
+  if (!input.checkValidity()) {
+    input.reportValidity();
+    return;
+  }
+  try {
+    await api(indexPath(name), { method: "PUT", json: {} });
+  } catch (error) {
+    reportError(error, `Could not create index '${name}'`);
+    return;
+  }
+  input.value = "";
+  await loadIndexes({ select: name });
+}
+
+// ---------- documents ----------
+
+async function loadDocuments() {
+  const table = $("#documents");
+  const empty = $("#documents-empty");
+  if (!state.index) {
+    state.documents = [];
+    table.hidden = true;
+    empty.hidden = true;
+    fillDocumentFilter();
+    return;
+  }
+  const index = state.index;
+  let documents;
+  try {
+    documents = (await api(`${indexPath(index)}/documents`)).documents;
+  } catch (error) {
+    reportError(error, "Could not list the documents");
+    return;
+  }
+  if (index !== state.index) return; // another index was picked meanwhile
+  documents.sort((a, b) => a.document_id.localeCompare(b.document_id));
+  state.documents = documents;
+  table.tBodies[0].replaceChildren(...documents.map(documentRow));
+  table.hidden = documents.length === 0;
+  empty.hidden = documents.length !== 0;
+  fillDocumentFilter();
+}
+
+function documentRow(doc) {
+  const name = el("span", { className: "doc-name", textContent: doc.filename || doc.document_id });
+  const cell = el("td", { dataset: { label: "Document" } }, name);
+  if (doc.filename && doc.filename !== doc.document_id) {
+    cell.append(el("span", { className: "doc-id", textContent: `id: ${doc.document_id}` }));
+  }
+  const byline = [doc.title, doc.author && `by ${doc.author}`].filter(Boolean).join(" ");
+  if (byline) cell.append(el("span", { className: "doc-title", textContent: byline }));
+  const tags = Object.entries(doc.metadata || {}).map(([key, value]) =>
+    el("span", {
+      className: "tag",
+      textContent: `${key}: ${Array.isArray(value) ? value.join(", ") : value}`,
+    }),
+  );
+  if (tags.length) cell.append(el("span", { className: "tags" }, ...tags));
+  const remove = el("button", {
+    type: "button",
+    className: "danger",
+    textContent: "Delete",
+    "aria-label": `Delete ${doc.document_id}`,
+  });
+  remove.addEventListener("click", () => deleteDocument(doc.document_id, remove));
+  const ingested = el("time", { dateTime: doc.ingested_at || "", textContent: formatTime(doc.ingested_at) });
+  return el(
+    "tr",
+    { dataset: { documentId: doc.document_id } },
+    cell,
+    el("td", { dataset: { label: "Format" }, textContent: countOrDash(doc.format) }),
+    el("td", { dataset: { label: "Pages" }, className: "num", textContent: countOrDash(doc.pages) }),
+    el("td", { dataset: { label: "Chunks" }, className: "num", textContent: String(doc.chunks) }),
+    el("td", { dataset: { label: "Version" }, className: "num", textContent: String(doc.version) }),
+    el("td", { dataset: { label: "Ingested" } }, ingested),
+    el("td", { className: "actions" }, remove),
+  );
+}
+
+function fillDocumentFilter() {
+  const picker = $("#filter-document");
+  const current = picker.value;
+  picker.replaceChildren(
+    el("option", { value: "", textContent: "any document" }),
+    ...state.documents.map((doc) =>
+      el("option", { value: doc.document_id, textContent: doc.filename || doc.document_id }),
+    ),
+  );
+  picker.value = state.documents.some((doc) => doc.document_id === current) ? current : "";
+}
+
+async function deleteDocument(documentId, button) {
+  if (!window.confirm(`Delete '${documentId}' and all its chunks from '${state.index}'?`)) return;
+  button.disabled = true;
+  try {
+    await api(`${indexPath(state.index)}/documents/${encodeURIComponent(documentId)}`, {
+      method: "DELETE",
+    });
+  } catch (error) {
+    button.disabled = false;
+    reportError(error, `Could not delete '${documentId}'`);
+    return;
+  }
+  showMessage("");
+  await loadDocuments();
+  await refreshIndexInfo();
+}
+
+let documentsRefresh = null;
+
+/** Reload the document list once after a burst of finished jobs. */
+function scheduleDocumentsRefresh() {
+  clearTimeout(documentsRefresh);
+  documentsRefresh = setTimeout(async () => {
+    await loadDocuments();
+    await refreshIndexInfo();
+  }, 250);
+}
+
+// ---------- uploads ----------
+
+function splitList(text) {
+  return text
+    .split(",")
+    .map((part) => part.trim())
+    .filter(Boolean);
+}
+
+function uploadMetadata() {
+  const metadata = {};
+  const department = $("#meta-department").value.trim();
+  const docType = $("#meta-doc-type").value.trim();
+  const tags = splitList($("#meta-tags").value);
+  if (department) metadata.department = department;
+  if (docType) metadata.doc_type = docType;
+  if (tags.length) metadata.tags = tags;
+  return metadata;
+}
+
+/** One row of the upload list: name, progress bar, status line, and a cancel button. */
+class UploadRow {
+  constructor(file, index) {
+    this.file = file;
+    this.index = index;
+    this.jobId = null;
+    this.bar = el("progress", { max: 1, "aria-label": `Progress of ${file.name}` });
+    this.status = el("span", { className: "upload-status", textContent: "waiting to upload" });
+    this.cancel = el("button", {
+      type: "button",
+      className: "secondary small",
+      textContent: "Cancel",
+      hidden: true,
+      "aria-label": `Cancel ${file.name}`,
+    });
+    this.cancel.addEventListener("click", () => this.cancelJob());
+    this.node = el(
+      "li",
+      { className: "upload", dataset: { state: "waiting", filename: file.name } },
+      el(
+        "div",
+        { className: "upload-head" },
+        el("span", { className: "upload-name", textContent: file.name }),
+        el("span", { className: "upload-index", textContent: `→ ${index}` }),
+        this.cancel,
+      ),
+      this.bar,
+      this.status,
+    );
+  }
+
+  set(stateName, text) {
+    this.node.dataset.state = stateName;
+    this.status.textContent = text;
+  }
+
+  showUpload(fraction) {
+    this.bar.value = fraction;
+    this.set("uploading", `uploading ${Math.round(fraction * 100)}%`);
+  }
+
+  showJob(job) {
+    this.bar.value = job.progress;
+    if (job.status === "queued") {
+      this.set("queued", "queued, waiting for a worker");
+    } else if (job.status === "processing") {
+      this.set("processing", processingText(job));
+    } else if (job.status === "completed") {
+      this.showResult(job.result);
+    } else if (job.status === "failed") {
+      const error = job.error || { code: "failed", message: "The job failed." };
+      this.fail(error.code, error.message);
+    } else if (job.status === "cancelled") {
+      this.set("cancelled", "cancelled");
+    }
+    this.cancel.hidden = FINAL_STATES.has(job.status);
+    if (FINAL_STATES.has(job.status)) this.node.classList.add("final");
+  }
+
+  showResult(result) {
+    this.bar.value = 1;
+    const parts = [result.unchanged ? "unchanged" : "done"];
+    if (result.pages !== null && result.pages !== undefined) parts.push(plural(result.pages, "page"));
+    parts.push(plural(result.chunks, "chunk"));
+    if (!result.unchanged && result.chunks_reused) parts.push(`${result.chunks_reused} reused`);
+    parts.push(`version ${result.version}`);
+    this.set("completed", parts.join(" · "));
+    this.node.dataset.unchanged = String(Boolean(result.unchanged));
+    announce(`${this.file.name}: ${result.unchanged ? "unchanged" : "done"}.`);
+  }
+
+  fail(code, message) {
+    this.bar.value = this.bar.value || 0;
+    this.node.dataset.errorCode = code;
+    this.status.replaceChildren(
+      el("span", { className: "error-code", textContent: code }),
+      el("span", { className: "error-message", textContent: ` ${message}` }),
+    );
+    this.node.dataset.state = "failed";
+    this.node.classList.add("final");
+    this.cancel.hidden = true;
+    announce(`${this.file.name} failed: ${message}`);
+  }
+
+  async cancelJob() {
+    if (!this.jobId) return;
+    this.cancel.disabled = true;
+    try {
+      this.showJob(await api(`v1/jobs/${encodeURIComponent(this.jobId)}`, { method: "DELETE" }));
+    } catch (error) {
+      this.cancel.disabled = false;
+      reportError(error, `Could not cancel ${this.file.name}`);
+    }
+  }
+}
+
+function processingText(job) {
+  const stage = STAGE_LABELS[job.stage] || "processing";
+  if (job.stage === "extracting" && job.pages_total) {
+    return `${stage}: page ${job.pages_done} of ${job.pages_total}`;
+  }
+  if ((job.stage === "embedding" || job.stage === "storing") && job.chunks_total) {
+    return `${stage}: ${job.chunks_done} of ${job.chunks_total} chunks`;
+  }
+  return `${stage}…`;
+}
+
+function announce(text) {
+  $("#upload-announcer").textContent = text;
+}
+
+/** POST the file as multipart with XMLHttpRequest, which reports upload progress. */
+function sendFile(row, metadata, force) {
+  return new Promise((resolve, reject) => {
+    const request = new XMLHttpRequest();
+    request.open("POST", `${indexPath(row.index)}/documents`);
+    for (const [name, value] of Object.entries(authHeaders())) request.setRequestHeader(name, value);
+    request.responseType = "json";
+    request.upload.addEventListener("progress", (event) => {
+      if (event.lengthComputable) row.showUpload(event.loaded / event.total);
+    });
+    request.addEventListener("load", () => {
+      if (request.status === 202) resolve(request.response);
+      else reject(errorFrom(request.status, request.response, request.statusText));
+    });
+    request.addEventListener("error", () =>
+      reject(
+        new ApiError(0, "upload_failed", "The upload was cut off (too large, or the server went away)."),
+      ),
+    );
+    const form = new FormData();
+    form.append("file", row.file, row.file.name);
+    // Browsers write '"' in a multipart file name as %22; the plain field keeps the real name.
+    form.append("document_id", row.file.name);
+    if (Object.keys(metadata).length) form.append("metadata", JSON.stringify(metadata));
+    if (force) form.append("force", "true");
+    request.send(form);
+  });
+}
+
+async function pollJob(row) {
+  let delay = POLL_FIRST_MS;
+  let failures = 0;
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    let job;
+    try {
+      job = await api(`v1/jobs/${encodeURIComponent(row.jobId)}`);
+      failures = 0;
+    } catch (error) {
+      if (error instanceof ApiError && error.status >= 400 && error.status < 500) {
+        row.fail(error.code, error.message);
+        return;
+      }
+      failures += 1;
+      row.status.textContent = `lost touch with the server, retrying (${failures})…`;
+      delay = Math.min(delay * 2, 10000);
+      continue;
+    }
+    row.showJob(job);
+    if (FINAL_STATES.has(job.status)) return;
+    delay = Math.min(delay * 1.5, POLL_MAX_MS);
+  }
+}
+
+async function runUpload(row, metadata, force) {
+  row.showUpload(0);
+  let accepted;
+  try {
+    accepted = await sendFile(row, metadata, force);
+  } catch (error) {
+    row.fail(error.code || "upload_failed", error.message);
+    if (error.status === 401) reportError(error, "Upload refused");
+    return;
+  }
+  row.jobId = accepted.job_id;
+  row.node.dataset.jobId = accepted.job_id;
+  row.bar.value = 0;
+  row.cancel.hidden = false;
+  row.set("queued", "queued");
+  if (!state.indexes.has(row.index)) await loadIndexes({ select: state.index });
+  await pollJob(row);
+  if (row.index === state.index) scheduleDocumentsRefresh();
+}
+
+/** Upload files a few at a time, each followed by its own row. */
+function uploadFiles(fileList) {
+  const files = Array.from(fileList);
+  if (!files.length || !state.index) return;
+  const metadata = uploadMetadata();
+  const force = $("#meta-force").checked;
+  const rows = files.map((file) => new UploadRow(file, state.index));
+  $("#uploads").prepend(...rows.map((row) => row.node));
+  const queue = rows.slice();
+  const worker = async () => {
+    while (queue.length) await runUpload(queue.shift(), metadata, force);
+  };
+  for (let i = 0; i < Math.min(PARALLEL_UPLOADS, rows.length); i += 1) worker();
+}
+
+function setUpDropZone() {
+  const zone = $("#drop-zone");
+  const input = $("#file-input");
+  input.addEventListener("change", () => {
+    uploadFiles(input.files);
+    input.value = "";
+  });
+  for (const name of ["dragenter", "dragover"]) {
+    zone.addEventListener(name, (event) => {
+      event.preventDefault();
+      if (state.index) zone.classList.add("dragging");
+    });
+  }
+  for (const name of ["dragleave", "dragend"]) {
+    zone.addEventListener(name, () => zone.classList.remove("dragging"));
+  }
+  zone.addEventListener("drop", (event) => {
+    event.preventDefault();
+    zone.classList.remove("dragging");
+    if (event.dataTransfer) uploadFiles(event.dataTransfer.files);
+  });
+  // A file dropped beside the zone must not make the browser leave the page to open it.
+  window.addEventListener("dragover", (event) => event.preventDefault());
+  window.addEventListener("drop", (event) => event.preventDefault());
+}
+
+// ---------- search ----------
+
+function searchBody() {
+  const body = {
+    query: $("#search-query").value,
+    mode: $("#search-mode").value,
+    top_k: Number($("#search-top-k").value),
+  };
+  const cap = $("#search-cap").value;
+  if (cap) body.max_chunks_per_document = Number(cap);
+  const filter = {};
+  const documentId = $("#filter-document").value;
+  const department = $("#filter-department").value.trim();
+  const docType = $("#filter-doc-type").value.trim();
+  const tags = splitList($("#filter-tags").value);
+  if (documentId) filter.document_id = documentId;
+  if (department) filter.department = department;
+  if (docType) filter.doc_type = docType;
+  if (tags.length) filter.tags = tags;
+  if (Object.keys(filter).length) body.filter = filter;
+  return body;
+}
+
+async function runSearch(event) {
+  event.preventDefault();
+  const form = $("#search-form");
+  if (!form.reportValidity() || !state.index) return;
+  const body = searchBody();
+  const summary = $("#search-summary");
+  const list = $("#results");
+  summary.textContent = "Searching…";
+  let response;
+  try {
+    response = await api(`${indexPath(state.index)}/search`, { method: "POST", json: body });
+  } catch (error) {
+    summary.textContent = "";
+    reportError(error, "Search failed");
+    return;
+  }
+  showMessage("");
+  const terms = queryTerms(body.query);
+  list.replaceChildren(...response.results.map((result) => resultItem(result, terms)));
+  const count = response.results.length;
+  summary.textContent = count
+    ? `${count} passage${count === 1 ? "" : "s"} in ${Math.round(response.took_ms)} ms (${body.mode}).`
+    : "No passage matched.";
+}
+
+function pagesText(result) {
+  if (result.page_start === null || result.page_start === undefined) return null;
+  if (result.page_end === null || result.page_end === result.page_start) {
+    return `page ${result.page_start}`;
+  }
+  return `pages ${result.page_start}–${result.page_end}`;
+}
+
+function scoreText(result) {
+  const parts = [];
+  if (result.scores && result.scores.vector !== null && result.scores.vector !== undefined) {
+    parts.push(`vector ${result.scores.vector.toFixed(3)}`);
+  }
+  if (result.scores && result.scores.keyword !== null && result.scores.keyword !== undefined) {
+    parts.push(`keyword ${result.scores.keyword.toFixed(3)}`);
+  }
+  return parts.join(", ");
+}
+
+function resultItem(result, terms) {
+  const where = [pagesText(result), result.format].filter(Boolean).join(" · ");
+  const head = el(
+    "div",
+    { className: "result-head" },
+    el("span", { className: "visually-hidden", textContent: "Score" }),
+    el("span", {
+      className: "score",
+      textContent: result.score.toFixed(4),
+      title: scoreText(result) || "score",
+    }),
+    el("span", { className: "result-doc", textContent: result.filename || result.document_id }),
+    where ? el("span", { className: "result-where", textContent: where }) : null,
+  );
+  const item = el(
+    "li",
+    { className: "result", dataset: { documentId: result.document_id, chunk: String(result.chunk_index) } },
+    head,
+  );
+  if (result.headings && result.headings.length) {
+    item.append(el("p", { className: "headings", textContent: result.headings.join(" › ") }));
+  }
+  item.append(el("p", { className: "passage" }, highlight(result.text, terms)));
+  const detail = scoreText(result);
+  if (detail) item.append(el("p", { className: "hint scores", textContent: detail }));
+  return item;
+}
+
+// ---------- highlighting ----------
+
+const WORD = /[\p{L}\p{N}]+/gu;
+
+const SUFFIXES = [
+  ["ies", "y"], ["ied", "y"], ["ing", ""], ["ing", "e"], ["es", ""], ["ed", ""], ["ed", "e"],
+  ["s", ""], ["ly", ""],
+];
+
+/** A word and its forms without a common English ending: "tables" → table, tabl. */
+function forms(word) {
+  const found = [word];
+  for (const [suffix, replacement] of SUFFIXES) {
+    if (word.length - suffix.length + replacement.length >= 3 && word.endsWith(suffix)) {
+      found.push(word.slice(0, -suffix.length) + replacement);
+    }
+  }
+  return found;
+}
+
+/** The query's words (less stop words) with their forms. */
+function queryTerms(query) {
+  const terms = new Set();
+  for (const match of query.toLowerCase().matchAll(WORD)) {
+    const word = match[0];
+    if (STOPWORDS.has(word) || (word.length < 2 && !/\p{N}/u.test(word))) continue;
+    for (const form of forms(word)) terms.add(form);
+  }
+  return terms;
+}
+
+/** Whether a passage word is one of the query's words, give or take an ending. */
+function matchesQuery(word, terms) {
+  return forms(word.toLowerCase()).some((form) => terms.has(form));
+}
+
+/** The passage as text nodes, with each word that matches a query term in a <mark>. */
+function highlight(text, terms) {
+  const fragment = document.createDocumentFragment();
+  let last = 0;
+  for (const match of text.matchAll(WORD)) {
+    if (!matchesQuery(match[0], terms)) continue;
+    if (match.index > last) fragment.append(document.createTextNode(text.slice(last, match.index)));
+    fragment.append(el("mark", { textContent: match[0] }));
+    last = match.index + match[0].length;
+  }
+  if (last < text.length) fragment.append(document.createTextNode(text.slice(last)));
+  return fragment;
+}
+
+// ---------- API key ----------
+
+function setUpKeyForm() {
+  const input = $("#api-key");
+  input.value = apiKey();
+  $("#key-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const key = input.value.trim();
+    if (key) sessionStorage.setItem(KEY_STORAGE, key);
+    else sessionStorage.removeItem(KEY_STORAGE);
+    await loadIndexes();
+  });
+  $("#key-forget").addEventListener("click", async () => {
+    sessionStorage.removeItem(KEY_STORAGE);
+    input.value = "";
+    await loadIndexes();
+  });
+}
+
+// ---------- start ----------
+
+function start() {
+  setUpKeyForm();
+  setUpDropZone();
+  setIndexEnabled(false);
+  $("#index-select").addEventListener("change", (event) => chooseIndex(event.target.value));
+  $("#create-index-form").addEventListener("submit", createIndex);
+  $("#documents-refresh").addEventListener("click", async () => {
+    await loadDocuments();
+    await refreshIndexInfo();
+  });
+  $("#search-form").addEventListener("submit", runSearch);
+  document.documentElement.dataset.ready = "true";
+  loadIndexes();
+}
+
+start();
