@@ -279,12 +279,20 @@ def test_worker_metrics_count_an_ingestion(
     chunks = ingested["result"]["chunks"]
     assert chunks > 1 and ingested["result"]["chunks_reused"] == 0
     completed = ("docingest_worker_jobs_finished_total", (("code", ""), ("status", "completed")))
-
-    def scraped() -> dict[Any, float] | None:
+    inputs = ("docingest_embedding_inputs_total", ())
+    # The job is recorded inside the task; the embedding counters are copied into the served
+    # ones right after it (task_postrun), so wait for both before comparing.
+    deadline = time.monotonic() + 30
+    while True:
         found = samples(deployment.metrics_url)
-        return found if found.get(completed) == 1 else None
-
-    found = wait_for(scraped, timeout=30, what="the worker's metrics to show the job")
+        if found.get(completed) == 1 and found.get(inputs, 0) >= chunks:
+            time.sleep(0.5)  # the copy adds one counter after another
+            found = samples(deployment.metrics_url)
+            break
+        if time.monotonic() > deadline:
+            shown = {k: v for k, v in found.items() if "docingest" in k[0] and "bucket" not in k[0]}
+            raise AssertionError(f"the worker's metrics do not show the job: {shown}")
+        time.sleep(0.3)
     assert found[("docingest_points_upserted_total", ())] == chunks
     assert found[("docingest_embedding_inputs_total", ())] == chunks
     requests = found[("docingest_embedding_requests_total", ())]
