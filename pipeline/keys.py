@@ -9,7 +9,9 @@
     {prefix}jobs:finished             hash: jobs finished per terminal status (counters)
     {prefix}version:{index}:{doc}     string: newest version handed out (`pipeline.fencing`)
     {prefix}lock:{index}:{doc}        lock: a document's store phase (`pipeline.fencing`)
-    {prefix}ratelimit:...             embedding rate limiter (`pipeline.ratelimit`)
+    docingest:ratelimit:...           embedding rate limiter (`pipeline.ratelimit`): one
+                                      prefix for all deployments, since a provider's limit
+                                      belongs to its credential, not to a deployment
     {prefix}housekeeping:tick         string with a TTL: who runs the next sweep
 
 Index names cannot contain ":", so a document id after one may contain anything.
@@ -80,10 +82,6 @@ class Keys:
     @property
     def finished(self) -> str:
         return f"{self.prefix}jobs:finished"
-
-    @property
-    def ratelimit(self) -> str:
-        return f"{self.prefix}ratelimit:"
 
     @property
     def housekeeping_tick(self) -> str:
