@@ -6,6 +6,7 @@ const KEY_STORAGE = "docingest.apiKey";
 const INDEX_STORAGE = "docingest.index";
 const POLL_FIRST_MS = 300;
 const POLL_MAX_MS = 1500;
+const POLL_PER_JOB_MS = 200;
 const PARALLEL_UPLOADS = 3;
 const FINAL_STATES = new Set(["completed", "failed", "cancelled"]);
 const STAGE_LABELS = {
@@ -345,14 +346,26 @@ function uploadMetadata() {
   return metadata;
 }
 
+let uploadCount = 0;
+
 /** One row of the upload list: name, progress bar, status line, and a cancel button. */
 class UploadRow {
   constructor(file, index) {
     this.file = file;
     this.index = index;
     this.jobId = null;
-    this.bar = el("progress", { max: 1, "aria-label": `Progress of ${file.name}` });
-    this.status = el("span", { className: "upload-status", textContent: "waiting to upload" });
+    uploadCount += 1;
+    const statusId = `upload-status-${uploadCount}`;
+    this.bar = el("progress", {
+      max: 1,
+      "aria-label": `Progress of ${file.name}`,
+      "aria-describedby": statusId,
+    });
+    this.status = el("span", {
+      id: statusId,
+      className: "upload-status",
+      textContent: "waiting to upload",
+    });
     this.cancel = el("button", {
       type: "button",
       className: "secondary small",
@@ -506,10 +519,12 @@ async function pollJob(row) {
     }
     row.showJob(job);
     if (FINAL_STATES.has(job.status)) return;
-    delay = Math.min(delay * 1.5, POLL_MAX_MS);
+    // Many jobs at once poll less often each, so the server sees a few requests a second.
+    delay = Math.min(delay * 1.5, Math.max(POLL_MAX_MS, activeJobs * POLL_PER_JOB_MS));
   }
 }
 
+/** Send one file; once the server has accepted it, follow its job without waiting. */
 async function runUpload(row, metadata, force) {
   row.showUpload(0);
   let accepted;
@@ -525,12 +540,23 @@ async function runUpload(row, metadata, force) {
   row.bar.value = 0;
   row.cancel.hidden = false;
   row.set("queued", "queued");
+  followJob(row);
   if (!state.indexes.has(row.index)) await loadIndexes({ select: state.index });
-  await pollJob(row);
+}
+
+let activeJobs = 0;
+
+async function followJob(row) {
+  activeJobs += 1;
+  try {
+    await pollJob(row);
+  } finally {
+    activeJobs -= 1;
+  }
   if (row.index === state.index) scheduleDocumentsRefresh();
 }
 
-/** Upload files a few at a time, each followed by its own row. */
+/** Upload files a few at a time (their jobs then run on the server), one row each. */
 function uploadFiles(fileList) {
   const files = Array.from(fileList);
   if (!files.length || !state.index) return;
@@ -748,6 +774,9 @@ function start() {
     await refreshIndexInfo();
   });
   $("#search-form").addEventListener("submit", runSearch);
+  $("#uploads-clear").addEventListener("click", () => {
+    for (const row of document.querySelectorAll("#uploads .upload.final")) row.remove();
+  });
   document.documentElement.dataset.ready = "true";
   loadIndexes();
 }

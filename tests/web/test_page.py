@@ -20,6 +20,7 @@ from tests.web.browser import Screenshots, console_errors, text_of, wait_for
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 README = EXAMPLES / "docling-README.md"
 DOCX = EXAMPLES / "tika-sample-word-document.docx"
+RFC = EXAMPLES / "rfc6455-websocket.txt"
 TRUNCATED_PDF = CORPUS_DIR / "pdf" / "corrupt-truncated-federal-register.pdf"
 HEADER_ONLY_PDF = CORPUS_DIR / "pdf" / "corrupt-header-only.pdf"
 
@@ -262,3 +263,37 @@ def test_narrow_screen_has_no_horizontal_scroll(
         assert scroll_width <= inner_width, f"page is {scroll_width}px wide on a {width}px screen"
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_cancel_a_running_upload(
+    browser: webdriver.Chrome, service: ServiceEnv, api: httpx.Client, shots: Screenshots
+) -> None:
+    create_index(api, "web-cancel")
+    page.open_page(browser, service.base_url)
+    page.choose_index(browser, "web-cancel")
+    page.choose_files(browser, [RFC])
+    cancel = wait_for(
+        browser,
+        lambda d: next(
+            (
+                row.find_element(By.CSS_SELECTOR, ".upload-head button")
+                for row in page.upload_rows(d).values()
+                if row.get_attribute("data-state") in ("queued", "processing")
+            ),
+            None,
+        ),
+        timeout=30,
+        message="the upload never reached the queue",
+    )
+    assert cancel.get_attribute("aria-label") == f"Cancel {RFC.name}"
+    cancel.click()
+    rows = page.wait_for_uploads(browser, [RFC.name], timeout=60)
+    shots.take("cancelled")
+    row = rows[RFC.name]
+    assert row.get_attribute("data-state") == "cancelled", text_of(row)
+    assert api.get(f"/v1/jobs/{row.get_attribute('data-job-id')}").json()["status"] == "cancelled"
+    assert api.get("/v1/indexes/web-cancel/documents").json()["documents"] == []
+
+    browser.find_element(By.ID, "uploads-clear").click()
+    assert page.upload_rows(browser) == {}
+    assert console_errors(browser) == []
