@@ -32,7 +32,7 @@ from pipeline.chunking import Chunk
 from pipeline.embedding import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
 from pipeline.fencing import DEFAULT_LOCK_TIMEOUT, DocumentFence
-from pipeline.prepare import PreparedDocument
+from pipeline.prepare import Prepared
 from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, StoredDocument, VectorStore
 
@@ -71,7 +71,7 @@ def keyword_text(chunk: Chunk) -> str:
 
 
 def index_document(
-    prepared: PreparedDocument,
+    prepared: Prepared,
     *,
     index: str,
     document_id: str,

@@ -31,7 +31,7 @@ from pipeline.indexing import IndexResult, index_document
 from pipeline.isolation import prepare_isolated
 from pipeline.jobs import REDIS_DOWN, JobStore, JobWork, stage_progress
 from pipeline.keys import JobStage
-from pipeline.prepare import PreparedDocument, prepare_document
+from pipeline.prepare import Prepared, prepare_document
 from pipeline.services import Services
 
 log = logging.getLogger(__name__)
@@ -299,6 +299,6 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
     return result
 
 
-def prepare_in_process(path: Path, **options: Any) -> PreparedDocument:
+def prepare_in_process(path: Path, **options: Any) -> Prepared:
     """`prepare_document` in this process (isolation off: tests and trusted input only)."""
     return prepare_document(path.read_bytes(), **options)

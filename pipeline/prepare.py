@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.chunking import Chunk, chunk_document
 from pipeline.detect import detect
@@ -17,6 +17,16 @@ from pipeline.metadata import automatic_metadata
 from pipeline.settings import Settings
 from pipeline.store_models import ChunkingSpec
 from pipeline.tokens import length_function_for
+
+
+class Prepared(Protocol):
+    """What indexing reads of a prepared document (in-process or from an isolated child)."""
+
+    @property
+    def chunks(self) -> list[Chunk]: ...
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
