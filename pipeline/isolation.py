@@ -160,6 +160,8 @@ def prepare_isolated(
         child.wait(10)
         for reader in readers:
             reader.join(5)
+        child.stdout.close()
+        child.stderr.close()
 
 
 def _pump(stream: IO[bytes], put: Callable[[Any], None], end: bool = True) -> None:

@@ -17,13 +17,17 @@ from typing import Any
 from pipeline.document import ExtractedDocument
 from pipeline.errors import InvalidMetadata
 
-# Keys docingest writes itself, on documents or on every stored chunk; a user may not set them.
+# Keys docingest computes itself, on documents or on every stored chunk; a user may not set
+# them. Descriptive fields a file may also carry (title, author, language, created, modified)
+# stay open: the API contract names `author` as user metadata, and user metadata is stored
+# apart (payload `metadata.*`), so a user's `author` never overwrites the file's own.
+USER_DESCRIPTIVE_KEYS = frozenset({"title", "author", "language", "created", "modified"})
 RESERVED_KEYS = frozenset(
     {
         "filename", "format", "size_bytes", "sha256", "content_sha256", "pages", "words",
-        "characters", "title", "author", "language", "created", "modified", "ingested_at",
-        "document_id", "index", "version", "chunk_index", "text", "start", "end",
-        "page_start", "page_end", "headings", "text_hash", "job_id", "metadata", "extra",
+        "characters", "ingested_at", "document_id", "index", "version", "chunk_index", "text",
+        "start", "end", "page_start", "page_end", "headings", "text_hash", "job_id", "metadata",
+        "extra",
     }
 )  # fmt: skip
 _KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")

@@ -9,6 +9,7 @@ from pipeline.document import Block, DocumentFormat, ExtractedDocument
 from pipeline.errors import InvalidMetadata
 from pipeline.metadata import (
     RESERVED_KEYS,
+    USER_DESCRIPTIVE_KEYS,
     automatic_metadata,
     count_words,
     guess_language,
@@ -102,4 +103,13 @@ def test_user_metadata_size_is_bounded() -> None:
 def test_every_automatic_key_is_reserved() -> None:
     document = ExtractedDocument(format=DocumentFormat.TXT, blocks=[])
     meta = automatic_metadata(b"", filename="a.txt", document=document, text="")
-    assert set(meta) <= RESERVED_KEYS
+    assert set(meta) <= RESERVED_KEYS | USER_DESCRIPTIVE_KEYS
+
+
+def test_author_is_user_metadata_as_the_contract_says() -> None:
+    """API.md names `author` (with department, doc_type, tags) as user metadata."""
+    parsed = parse_user_metadata(
+        '{"department": "legal", "author": "Ana Lima", "doc_type": "memo", "tags": ["a"]}',
+        max_bytes=16 * 1024,
+    )
+    assert parsed["author"] == "Ana Lima"
