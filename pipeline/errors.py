@@ -29,6 +29,8 @@
         ├── ProviderRateLimited       rate_limited
         ├── ProviderTimeout           timeout
         ├── DependencyUnavailable     dependency_unavailable
+        ├── EmbeddingUnavailable      embedding_failed (the provider kept failing; the job
+        │                             is re-queued, and fails with this code at its last try)
         ├── StoreLocked               store_locked (another process holds the local store)
         └── DocumentBusy              document_busy
 
@@ -202,6 +204,14 @@ class ProviderTimeout(TransientError):
 
 class DependencyUnavailable(TransientError):
     code = "dependency_unavailable"
+
+
+class EmbeddingUnavailable(TransientError):
+    """The provider failed every retry of a batch with errors that may pass (429, 5xx,
+    timeouts): the job is re-queued with backoff to ride out the outage, and when its
+    attempts are spent it fails with the contract's `embedding_failed`."""
+
+    code = "embedding_failed"
 
 
 class DocumentBusy(TransientError):

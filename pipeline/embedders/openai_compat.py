@@ -6,8 +6,9 @@ Inputs are planned into the fewest requests the count and token limits allow
 overlaps the requests in flight. Each batch retries alone (`backoff.build_retrying`) on 429,
 408, 409, 5xx, timeouts, connection errors and unparsable replies; a permanent failure (other
 4xx, wrong vector size, wrong vector count) is not retried, cancels the batches not yet
-started and raises `EmbeddingFailed` naming the provider's error. Before every attempt the
-shared rate limiter reserves one request and the batch's tokens.
+started and raises `EmbeddingFailed` naming the provider's error; a batch that spent its
+retries on retryable errors raises `EmbeddingUnavailable` (transient: the job is re-queued).
+Before every attempt the shared rate limiter reserves one request and the batch's tokens.
 
 Requests go through the `openai` client (auth, base URL, timeouts, its error types) but with
 a plain JSON body, and replies are asked for as base64 float32 and parsed here, so a malformed
@@ -46,7 +47,7 @@ from pipeline.embedders.backoff import (
 )
 from pipeline.embedders.batching import KNOWN_MODELS, Batch, iter_batches, token_counter
 from pipeline.embedding import COUNTERS, ProgressCallback, unit_normalise
-from pipeline.errors import EmbeddingFailed
+from pipeline.errors import EmbeddingFailed, EmbeddingUnavailable
 from pipeline.ratelimit import NoRateLimit, RateLimiter, build_rate_limiter
 from pipeline.settings import Settings
 
@@ -296,7 +297,7 @@ class OpenAICompatibleEmbedder:
             assert error is not None
             attempts = exc.last_attempt.attempt_number
             plural = "s" if attempts > 1 else ""
-            failure = EmbeddingFailed(
+            failure: EmbeddingFailed | EmbeddingUnavailable = EmbeddingUnavailable(
                 f"Embedding failed after {attempts} attempt{plural}: {describe(error)}"
             )
         except (openai.APIStatusError, BadReply) as exc:

@@ -15,7 +15,7 @@ from redis import Redis
 from pipeline.embedders.batching import token_counter
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder, credential_scope
 from pipeline.embedding import COUNTERS
-from pipeline.errors import EmbeddingFailed, ProviderRateLimited
+from pipeline.errors import EmbeddingFailed, EmbeddingUnavailable, ProviderRateLimited
 from pipeline.settings import Settings
 from tests.embedding_server import FakeEmbeddingServer, RecordedRequest, fake_vector
 
@@ -161,7 +161,7 @@ def test_persistent_500_fails_within_the_deadline(server: FakeEmbeddingServer) -
             embedding_backoff_max_seconds=0.3,
         )
     ) as embedder:
-        with pytest.raises(EmbeddingFailed) as caught:
+        with pytest.raises(EmbeddingUnavailable) as caught:
             embedder.embed_documents(["hello"])
     elapsed = time.monotonic() - started
     assert elapsed <= 3.0 + 0.5
@@ -174,7 +174,7 @@ def test_persistent_500_fails_within_the_deadline(server: FakeEmbeddingServer) -
 def test_attempts_are_bounded(server: FakeEmbeddingServer) -> None:
     server.fail_when(lambda inputs: True, {"status": 502})
     with closing(embedder_for(server, embedding_max_attempts=3)) as embedder:
-        with pytest.raises(EmbeddingFailed, match="after 3 attempts: HTTP 502"):
+        with pytest.raises(EmbeddingUnavailable, match="after 3 attempts: HTTP 502"):
             embedder.embed_documents(["hello"])
     assert len(server.requests) == 3
 

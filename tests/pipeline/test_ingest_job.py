@@ -220,21 +220,29 @@ def test_a_bad_document_fails_for_good_and_keeps_its_upload(
     assert services.jobs.counts()["failed"] == 1
 
 
-def test_a_provider_that_keeps_failing_fails_the_job_with_embedding_failed(
+def test_a_provider_outage_requeues_the_job_then_fails_it_with_embedding_failed(
     make_services: MakeServices, fake: FakeEmbeddingServer
 ) -> None:
-    """The embedder's own retries are the retry layer for provider errors: once they are
-    spent the job fails (it is not re-queued), keeping its upload for a manual retry."""
-    services = make_services(embedding_max_attempts=3)
+    """Once the embedder's own retries are spent on errors that may pass (503), the job is
+    re-queued to ride out the outage; at its last attempt it fails with `embedding_failed`,
+    keeping its upload for a manual retry."""
+    services = make_services(embedding_max_attempts=3, job_max_attempts=2)
     job_id = stage(services, field_notes(3, "gamma"))
     fake.fail_when(lambda inputs: True, {"status": 503})
 
+    with pytest.raises(RetryJob) as retry:
+        run_job(services, job_id)
+    assert retry.value.cause.code == "embedding_failed"
+    job = services.jobs.get(job_id)
+    assert job.status is JobStatus.QUEUED and job.attempts == 1
+    assert len(fake.requests) == 3
+
     assert run_job(services, job_id) == "failed: embedding_failed"
     job = services.jobs.get(job_id)
-    assert job.status is JobStatus.FAILED and job.attempts == 1
+    assert job.status is JobStatus.FAILED and job.attempts == 2
     assert job.error is not None and job.error["code"] == "embedding_failed"
-    assert "503" in job.error["message"]
-    assert len(fake.requests) == 3
+    assert "503" in job.error["message"] and "after 2 attempts" in job.error["message"]
+    assert len(fake.requests) == 6
     assert services.staged_path(job_id).exists()
     assert services.store.live_document(INDEX, DOC) is None
 
