@@ -398,6 +398,18 @@ class JobStore:
             lambda: list(self._redis.zrangebyscore(self.keys.running, "-inf", now - older_than))
         )
 
+    def waiting(self, *, older_than: float) -> list[str]:
+        """Return queued jobs that waited over `older_than` s since queued or last re-sent."""
+        now = self._now()
+        return self._call_plain(
+            lambda: list(self._redis.zrangebyscore(self.keys.queued, "-inf", now - older_than))
+        )
+
+    def mark_resent(self, job_id: str) -> None:
+        """Restart a queued job's wait (its message was sent again)."""
+        now = self._now()
+        self._call_plain(lambda: self._redis.zadd(self.keys.queued, {job_id: now}, xx=True))
+
     # --- numbers for /metrics -----------------------------------------------------------
 
     def counts(self) -> dict[str, int]:

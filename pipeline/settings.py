@@ -197,6 +197,9 @@ class Settings(BaseSettings):
     heartbeat_timeout_seconds: float = Field(default=60.0, gt=0)
     """Silence after which a processing job is re-queued (or failed with `timeout`)."""
 
+    lost_message_after_seconds: float = Field(default=300.0, gt=0)
+    """A queued job found in no broker queue after waiting this long is sent again."""
+
     housekeeping_interval_seconds: float = Field(default=15.0, gt=0)
     """How often some worker sweeps for jobs whose worker stopped."""
 

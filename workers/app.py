@@ -21,6 +21,11 @@ INGEST_TASK = "docingest.ingest"
 HOUSEKEEPING_TASK = "docingest.housekeeping"
 
 
+def broker_prefix(settings: Settings) -> str:
+    """Prefix of every broker key, so several deployments (or test runs) share one Redis."""
+    return f"{settings.redis_key_prefix}celery:"
+
+
 def create_celery_app(settings: Settings) -> Celery:
     """Return a Celery app for `settings`, with the docingest tasks registered."""
     from workers.tasks import register_tasks
@@ -30,8 +35,7 @@ def create_celery_app(settings: Settings) -> Celery:
         broker_url=settings.redis_url,
         broker_transport_options={
             "visibility_timeout": settings.broker_visibility_timeout_seconds,
-            # Several deployments (or test runs) can share one Redis.
-            "global_keyprefix": f"{settings.redis_key_prefix}celery:",
+            "global_keyprefix": broker_prefix(settings),
         },
         broker_connection_retry_on_startup=True,
         task_serializer="json",

@@ -13,6 +13,7 @@ from pipeline.housekeeping import sweep
 from pipeline.ingest_job import RetryJob, run_job
 from pipeline.keys import INGEST_QUEUE
 from workers import context
+from workers.broker import job_ids_in_broker
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,17 @@ def register_tasks(app: Celery) -> None:
         def enqueue(job_id: str) -> None:
             ingest.apply_async(args=[job_id], queue=INGEST_QUEUE)
 
-        report = sweep(context.current(), enqueue=enqueue)
-        return {"requeued": report.requeued, "staged_deleted": report.staged_deleted}
+        services = context.current()
+        report = sweep(
+            services,
+            enqueue=enqueue,
+            in_broker=lambda job_ids: job_ids_in_broker(services, job_ids),
+        )
+        return {
+            "requeued": report.requeued,
+            "resent": report.resent,
+            "staged_deleted": report.staged_deleted,
+        }
 
 
 @worker_process_init.connect

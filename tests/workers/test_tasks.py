@@ -26,11 +26,13 @@ from tests.jobs_support import (
 )
 from workers import context
 from workers.app import HOUSEKEEPING_TASK, INGEST_TASK, create_celery_app
+from workers.broker import job_ids_in_broker
 from workers.embedded import EmbeddedWorker
 from workers.ticker import HousekeepingTicker
 
 INDEX = "worker-notes"
 HEARTBEAT_TIMEOUT = 1.0
+LOST_AFTER = 0.5
 
 
 @dataclass
@@ -70,6 +72,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT,
             job_retry_base_seconds=1.0,
             job_retry_max_seconds=2.0,
+            lost_message_after_seconds=LOST_AFTER,
         )
         services = Services(settings, owns_store=True)
         settings.staging_dir.mkdir(parents=True)
@@ -132,6 +135,34 @@ def test_the_housekeeping_task_revives_a_job_whose_worker_died(deployment: Deplo
     job = wait_for_status(jobs, job_id)
     assert job.status is JobStatus.COMPLETED, job
     assert job.attempts == 2
+
+
+def test_a_queued_job_whose_message_was_lost_is_sent_again(deployment: Deployment) -> None:
+    """Recorded as queued, but its message never reached the broker (say, a Redis failover
+    between the two writes): the sweep finds it in no queue and sends it again."""
+    jobs = deployment.services.jobs
+    job_id = deployment.stage(notes("lost"))  # recorded, never sent
+    time.sleep(LOST_AFTER + 0.2)
+    assert jobs.get(job_id).status is JobStatus.QUEUED
+
+    deployment.celery.send_task(HOUSEKEEPING_TASK, queue=HOUSEKEEPING_QUEUE)
+    job = wait_for_status(jobs, job_id)
+    assert job.status is JobStatus.COMPLETED, job
+    assert job.attempts == 1
+
+
+def test_the_broker_lookup_sees_waiting_messages_only_for_their_jobs(tmp_path: Path) -> None:
+    prefix = unique_prefix("broker")
+    settings = service_settings(tmp_path, prefix, None)
+    with private_redis(prefix):
+        services = Services(settings, owns_store=False)
+        try:
+            celery = create_celery_app(settings)  # no worker consumes this prefix
+            waiting, lost = job_spec(INDEX).job_id, job_spec(INDEX).job_id
+            celery.send_task(INGEST_TASK, args=[waiting], queue=INGEST_QUEUE)
+            assert job_ids_in_broker(services, [waiting, lost]) == {waiting}
+        finally:
+            services.close()
 
 
 def _queued_tasks(services: Services, queue: str) -> list[str]:
