@@ -124,11 +124,12 @@ def display_filename(raw: str | None) -> str:
 
     Both `/` and `\\` count as separators; format and control characters (including bidi
     overrides) are dropped; the result is at most 255 characters, keeping a short extension.
-    Never use it to build a path.
+    Never use it to build a path. Browsers send a `"` in a filename as `%22` (WHATWG's
+    multipart encoding); it is decoded back.
     """
     if not raw:
         return DEFAULT_FILENAME
-    name = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    name = raw.replace("%22", '"').replace("\\", "/").rsplit("/", 1)[-1]
     name = "".join(char for char in name if not unicodedata.category(char).startswith("C"))
     name = name.strip()
     if name in {"", ".", ".."}:

@@ -238,6 +238,7 @@ def test_client_filename_is_sanitised_and_never_used_as_the_path(
         ("", "upload"),
         (None, "upload"),
         ("Ünïcødé 報告.pdf", "Ünïcødé 報告.pdf"),
+        ("the %22best%22 plan.md", 'the "best" plan.md'),  # how browsers send a quote
     ],
 )
 def test_display_filename(raw: str | None, shown: str) -> None:
