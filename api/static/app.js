@@ -338,9 +338,11 @@ function splitList(text) {
 function uploadMetadata() {
   const metadata = {};
   const department = $("#meta-department").value.trim();
+  const author = $("#meta-author").value.trim();
   const docType = $("#meta-doc-type").value.trim();
   const tags = splitList($("#meta-tags").value);
   if (department) metadata.department = department;
+  if (author) metadata.author = author;
   if (docType) metadata.doc_type = docType;
   if (tags.length) metadata.tags = tags;
   return metadata;
@@ -610,10 +612,12 @@ function searchBody() {
   const filter = {};
   const documentId = $("#filter-document").value;
   const department = $("#filter-department").value.trim();
+  const author = $("#filter-author").value.trim();
   const docType = $("#filter-doc-type").value.trim();
   const tags = splitList($("#filter-tags").value);
   if (documentId) filter.document_id = documentId;
   if (department) filter.department = department;
+  if (author) filter.author = author;
   if (docType) filter.doc_type = docType;
   if (tags.length) filter.tags = tags;
   if (Object.keys(filter).length) body.filter = filter;

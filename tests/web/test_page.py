@@ -60,6 +60,7 @@ def test_upload_two_documents_follow_progress_and_search(
     page.wait_for_documents_loaded(browser)
 
     browser.find_element(By.ID, "meta-department").send_keys("standards")
+    browser.find_element(By.ID, "meta-author").send_keys("Ana Lima")
     browser.find_element(By.ID, "meta-tags").send_keys("protocol, web")
     browser.execute_script(page.RECORD_UPLOADS)
     page.choose_files(browser, [README, DOCX])
@@ -102,7 +103,11 @@ def test_upload_two_documents_follow_progress_and_search(
         assert shown["Version"] == str(stored["version"])
         assert "department: standards" in shown["Document"]
         assert "tags: protocol, web" in shown["Document"]
-        assert stored["metadata"] == {"department": "standards", "tags": ["protocol", "web"]}
+        assert stored["metadata"] == {
+            "department": "standards",
+            "author": "Ana Lima",
+            "tags": ["protocol", "web"],
+        }
     index_info = text_of(browser.find_element(By.ID, "index-info"))
     assert index_info.startswith("2 documents"), index_info
 
