@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install lint test bench run clean
+.PHONY: install lint test bench run audit clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ bench: install
 
 run: install
 	$(BIN)/docingest serve --seed examples
+
+# Full advisory database check (needs network to PyPI's JSON API or OSV; CI here has none, so
+# tests/test_supply_chain.py holds the advisories that matter offline).
+audit: install
+	$(BIN)/python -m pip install --quiet pip-audit
+	$(BIN)/pip-audit --skip-editable
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
