@@ -4,8 +4,10 @@ Every upload of a document gets the next version from a per-(index, document) co
 attempt may write and publish only while its version is the newest handed out (`is_current`),
 so a slow attempt that finishes after a newer upload was published drops its work instead of
 replacing the newer version. The check-write-publish-retire sequence of one document runs
-under `lock`, so two attempts never interleave their store calls; the lock has a TTL so a
-worker that dies holding it blocks the document for at most that long.
+under `lock`, so two attempts never interleave their store calls. The lock has a TTL, so a
+worker that dies holding it blocks the document for at most that long; with `keep_alive` the TTL
+is short and a thread of the holder renews it, so a live holder keeps the lock as long as it
+writes and a killed one frees it within seconds instead of the next attempt waiting for minutes.
 
 The counter is the source of truth only while Redis keeps it. If Redis loses it (flushed,
 restored from an old snapshot) while Qdrant still holds version 7, `next_version(floor=7)`
@@ -15,24 +17,28 @@ first raises it to the floor, atomically, so versions never go backwards.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import LockError, LockNotOwnedError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pipeline.errors import DependencyUnavailable, DocumentBusy
 
 if TYPE_CHECKING:
     from redis import Redis
+    from redis.lock import Lock
 
 log = logging.getLogger(__name__)
 
 DEFAULT_KEY_PREFIX = "docingest:"
 DEFAULT_LOCK_TIMEOUT = 600.0
 """Seconds a store-phase lock lives unless released: longer than any one document's writes."""
+KEEP_ALIVE_TIMEOUT = 15.0
+"""TTL of a kept-alive lock, renewed every third of it: how long a dead holder blocks."""
 
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
 
@@ -93,8 +99,10 @@ class DocumentFence:
         *,
         timeout: float = DEFAULT_LOCK_TIMEOUT,
         blocking_timeout: float | None = None,
+        keep_alive: bool = False,
     ) -> Iterator[None]:
-        """Hold the document's store-phase lock; it expires after `timeout` seconds.
+        """Hold the document's store-phase lock; it expires `timeout` seconds after it was
+        taken, or with `keep_alive` after its last renewal (every `timeout / 3` s).
 
         Waits up to `blocking_timeout` (default `timeout`: by then a dead holder's lock has
         expired) and raises `DocumentBusy` if another attempt still holds it.
@@ -103,6 +111,7 @@ class DocumentFence:
             self._key("lock", index, document_id),
             timeout=timeout,
             blocking_timeout=timeout if blocking_timeout is None else blocking_timeout,
+            thread_local=False,  # the keep-alive thread renews it with the holder's token
         )
         try:
             acquired = lock.acquire()
@@ -112,9 +121,12 @@ class DocumentFence:
             raise DocumentBusy(_busy_message(document_id)) from exc
         if not acquired:
             raise DocumentBusy(_busy_message(document_id))
+        renewer = _KeepAlive(lock, every=timeout / 3, what=document_id) if keep_alive else None
         try:
             yield
         finally:
+            if renewer is not None:
+                renewer.stop()
             try:
                 lock.release()
             except LockNotOwnedError:
@@ -126,6 +138,30 @@ class DocumentFence:
                 )
             except _REDIS_DOWN as exc:  # the TTL frees it; do not hide the body's error
                 log.warning("could not release the store lock of %r: %s", document_id, exc)
+
+
+class _KeepAlive:
+    """A thread that resets a held lock's TTL every `every` seconds until stopped."""
+
+    def __init__(self, lock: Lock, *, every: float, what: str) -> None:
+        self._lock, self._every, self._what = lock, every, what
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"lock-{what}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._every):
+            try:
+                self._lock.reacquire()
+            except LockNotOwnedError:  # it expired (Redis unreachable for a whole TTL)
+                log.warning("the store lock of document %r expired while held", self._what)
+                return
+            except RedisError as exc:  # a blip: the next renewal may pass before the TTL ends
+                log.warning("could not renew the store lock of %r: %s", self._what, exc)
 
 
 def _busy_message(document_id: str) -> str:

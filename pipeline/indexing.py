@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -31,7 +32,7 @@ import numpy as np
 from pipeline.chunking import Chunk
 from pipeline.embedding import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
-from pipeline.fencing import DEFAULT_LOCK_TIMEOUT, DocumentFence
+from pipeline.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
 from pipeline.prepare import Prepared
 from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, StoredDocument, VectorStore
@@ -85,14 +86,15 @@ def index_document(
     should_cancel: Callable[[], bool] | None = None,
     on_step: Callable[[str], None] | None = None,
     embed_slice: int | None = None,
-    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    lock_timeout: float = KEEP_ALIVE_TIMEOUT,
 ) -> IndexResult:
     """Store `prepared` as `version` of `document_id` and retire every other version.
 
     Raises `Superseded` if a newer version was handed out meanwhile, `Cancelled` if
     `should_cancel()` turned true before publishing; either way the index is as it was.
     `embed_slice` is the number of texts per `embed_documents` call (default: the embedder's
-    `max_batch` times EMBED_CONCURRENCY).
+    `max_batch` times EMBED_CONCURRENCY). `lock_timeout` is the TTL of the document's store
+    lock, renewed while this attempt holds it (see `_store_lock`).
     """
     step = on_step or _ignore
     progress = on_progress or _ignore_progress
@@ -114,7 +116,7 @@ def index_document(
         if live.version > version:
             raise Superseded()
         if live.version == version:  # a re-run of this job after it published: finish it
-            with fence.lock(index, document_id, timeout=lock_timeout):
+            with _store_lock(fence, index, document_id, lock_timeout):
                 step("retire")
                 store.retire(index, document_id, keep_version=version)
             return _stored_result(live, unchanged=False)
@@ -185,7 +187,7 @@ def index_document(
         for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
     ]
 
-    with fence.lock(index, document_id, timeout=lock_timeout):
+    with _store_lock(fence, index, document_id, lock_timeout):
         step("write")
         _stop_if_stale(store, fence, index, document_id, version)
         progress("storing", 0, len(records))
@@ -283,9 +285,20 @@ def _clear_leftovers(
     Only while `version` (this attempt's) is the newest handed out: then every other version
     belongs to an older attempt, which can no longer publish; a newer one may be writing.
     """
-    with fence.lock(index, document_id, timeout=lock_timeout):
+    with _store_lock(fence, index, document_id, lock_timeout):
         if fence.is_current(index, document_id, version):
             store.retire(index, document_id, keep_version=live_version)
+
+
+def _store_lock(
+    fence: DocumentFence, index: str, document_id: str, timeout: float
+) -> AbstractContextManager[None]:
+    """The document's store lock, kept alive while held: an attempt killed mid-write frees it
+    within `timeout` s, and one that waits behind a live holder waits as long as it writes
+    (up to DEFAULT_LOCK_TIMEOUT)."""
+    return fence.lock(
+        index, document_id, timeout=timeout, blocking_timeout=DEFAULT_LOCK_TIMEOUT, keep_alive=True
+    )
 
 
 def _stop_if_stale(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -152,6 +155,53 @@ def test_a_lock_that_expired_while_held_is_released_quietly(
     assert "expired before release" in caplog.text
     with fence.lock("idx", "doc", timeout=5, blocking_timeout=0):
         pass
+
+
+def test_a_kept_alive_lock_outlives_its_ttl_while_held(
+    client: redis.Redis, fence: DocumentFence
+) -> None:
+    with fence.lock("idx", "doc", timeout=0.3, keep_alive=True):
+        time.sleep(1.0)  # more than three TTLs
+        assert client.exists(fence._key("lock", "idx", "doc"))
+        with pytest.raises(DocumentBusy), fence.lock("idx", "doc", blocking_timeout=0):
+            pass
+    assert not client.exists(fence._key("lock", "idx", "doc"))
+    assert not [t for t in threading.enumerate() if t.name.startswith("lock-")], "renewer left"
+    with fence.lock("idx", "doc", timeout=5, blocking_timeout=0):
+        pass
+
+
+HOLD_AND_WAIT = """
+import sys, time
+import redis
+from pipeline.fencing import DocumentFence
+fence = DocumentFence(redis.Redis(host="127.0.0.1", port=6379, db=15), key_prefix=sys.argv[1])
+with fence.lock("idx", "doc", timeout=float(sys.argv[2]), keep_alive=True):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_killed_holders_kept_alive_lock_is_free_within_its_ttl(fence: DocumentFence) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_AND_WAIT, fence._prefix, "1.5"], stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        time.sleep(2.0)  # renewed past its first TTL while the holder lives
+        with pytest.raises(DocumentBusy), fence.lock("idx", "doc", blocking_timeout=0):
+            pass
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        killed = time.monotonic()
+        with fence.lock("idx", "doc", timeout=5, blocking_timeout=30):
+            waited = time.monotonic() - killed
+    finally:
+        holder.kill()
+        holder.wait(10)
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert waited < 1.5 + 0.5, f"waited {waited:.1f} s for a lock whose TTL is 1.5 s"
 
 
 def test_unreachable_redis_is_a_dependency_error() -> None:
