@@ -213,7 +213,7 @@ def test_a_duplicate_delivery_of_a_running_or_finished_job_does_nothing(
     celery = create_celery_app(settings)
     try:
         deployment.start_worker()  # two threads: the duplicate is taken while the job runs
-        fake.latency = 0.25
+        fake.latency = 0.4  # the duplicate arrives well before the job ends
         job_id = deployment.api.submit(index, README)
         wait_for_job_state(deployment, job_id, embedding)
         celery.send_task(INGEST_TASK, args=[job_id], queue=INGEST_QUEUE)
