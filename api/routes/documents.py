@@ -15,6 +15,7 @@ from api.enqueue import enqueue
 from api.upload import receive_upload
 from pipeline import metrics
 from pipeline.errors import DocumentNotFound, EmptyDocument, InvalidUpload
+from pipeline.fencing import KEEP_ALIVE_TIMEOUT
 from pipeline.jobs import JobSpec
 from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
@@ -164,7 +165,13 @@ def delete_document(
     validate_index_name(index)
     principal.check(index)
     store, fence = services.store, services.fence
-    with fence.lock(index, document_id, blocking_timeout=DELETE_LOCK_WAIT_SECONDS):
+    with fence.lock(
+        index,
+        document_id,
+        timeout=KEEP_ALIVE_TIMEOUT,
+        blocking_timeout=DELETE_LOCK_WAIT_SECONDS,
+        keep_alive=True,
+    ):
         live = store.live_document(index, document_id)
         fence.next_version(index, document_id, floor=live.version if live else 0)
         if not store.delete_document(index, document_id):
