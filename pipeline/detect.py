@@ -107,9 +107,13 @@ _BLANK = re.compile(rb"\s*\Z")  # stops at the first other byte: no copy of a la
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
 _ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+\S", re.M)
-_SETEXT = re.compile(r"^[^\n]*\S[^\n]*\n {0,3}(?:=+|-+)[ \t]*$", re.M)
+# Linear-time patterns: every `findall` below runs on up to 256 Ki characters of untrusted
+# text, so no pattern may rescan a run from each of its positions. The lookahead tests a line
+# for a non-space once (`[^\n]*\S[^\n]*` backtracks quadratically on one long line), and
+# link text and URL stop at the next bracket (`[^\]\n]+` rescans a line of `[[[[` from each).
+_SETEXT = re.compile(r"^(?=[^\n]*\S)[^\n]*\n {0,3}(?:=+|-+)[ \t]*$", re.M)
 _LIST_ITEM = re.compile(r"^ {0,8}(?:[-*+]|\d{1,3}[.)])[ \t]+\S", re.M)
-_LINK = re.compile(r"!?\[[^\]\n]+\]\([^)\s]+(?:[ \t]+\"[^\"\n]*\")?\)")
+_LINK = re.compile(r"!?\[[^\[\]\n]+\]\([^)\[\s]+(?:[ \t]+\"[^\"\n]*\")?\)")
 _LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]*\S+", re.M)
 _FENCE = re.compile(r"^ {0,3}(?:```|~~~)", re.M)
 _EMPHASIS = re.compile(r"(?<![\w*])\*\*[^*\n]+\*\*(?![\w*])|(?<![\w`:])`[^`\n]+`(?![\w`])")

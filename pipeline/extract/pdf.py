@@ -25,6 +25,9 @@ lost, and two of the three page objects left lose their fonts and give only U+FF
 
 pypdf's DependencyError (no `cryptography` for an AES file) is let through untranslated: it
 means a broken install, not a bad upload, and must not be reported as a corrupt document.
+
+A stream pypdf stops inflating at its output limit (75 MB by default) makes the whole file
+`document_too_large`: a decompression bomb, not a damaged page to skip.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from io import BytesIO
 from typing import Any
 
 from pypdf import PasswordType, PdfReader
-from pypdf.errors import DependencyError, PyPdfError
+from pypdf.errors import DependencyError, LimitReachedError, PyPdfError
 
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import (
@@ -46,6 +49,7 @@ from pipeline.errors import (
     DocumentTooLarge,
     EmptyDocument,
     EncryptedDocument,
+    IngestError,
     NoTextFound,
 )
 
@@ -103,7 +107,7 @@ def extract_pdf(
     try:
         page_count = len(reader.pages)
     except _PARSE_ERRORS as exc:
-        raise CorruptDocument(_damaged(exc)) from exc
+        raise _unreadable(exc) from exc
     if page_count == 0:
         raise EmptyDocument("The PDF has no pages.")
     if page_count > max_pages:
@@ -121,7 +125,9 @@ def extract_pdf(
             text = reader.pages[index].extract_text()
         except (DependencyError, MemoryError):
             raise
-        except Exception:  # any failure in one page's content must not lose the others
+        except Exception as exc:  # any failure in one page's content must not lose the others
+            if _is_bomb(exc):
+                raise _unreadable(exc) from exc
             failed_pages.append(index + 1)
             text = ""
         lines = _clean_lines(text, page_label=labels[index], page_number=index + 1)
@@ -153,7 +159,7 @@ def _open(data: bytes) -> tuple[PdfReader, bool]:
         reader = PdfReader(BytesIO(data), strict=False)
         encrypted = reader.is_encrypted
     except _PARSE_ERRORS as exc:
-        raise CorruptDocument(_damaged(exc)) from exc
+        raise _unreadable(exc) from exc
     if not encrypted:
         return reader, False
     # Owner-password-only files (copy/print restrictions) open with the empty user password.
@@ -164,10 +170,29 @@ def _open(data: bytes) -> tuple[PdfReader, bool]:
             "The PDF is encrypted with a method that cannot be opened; upload an unencrypted copy."
         ) from exc
     except _PARSE_ERRORS as exc:
-        raise CorruptDocument(_damaged(exc)) from exc
+        raise _unreadable(exc) from exc
     if opened == PasswordType.NOT_DECRYPTED:
         raise EncryptedDocument("The PDF is password-protected; upload an unencrypted copy.")
     return reader, True
+
+
+def _is_bomb(exc: BaseException) -> bool:
+    """Tell whether pypdf gave up inflating a stream at its output limit.
+
+    pypdf raises LimitReachedError for cycles and other structural limits too, so the message
+    decides; should a later pypdf word it differently, bombs fall back to corrupt_document.
+    """
+    return isinstance(exc, LimitReachedError) and "decompressing" in str(exc)
+
+
+def _unreadable(exc: BaseException) -> IngestError:
+    """The error for a PDF pypdf could not read: a decompression bomb, or a damaged file."""
+    if _is_bomb(exc):
+        return DocumentTooLarge(
+            "The PDF holds a compressed stream that inflates past the parser's limit per "
+            "stream; it looks like a decompression bomb."
+        )
+    return CorruptDocument(_damaged(exc))
 
 
 def _damaged(exc: BaseException) -> str:
