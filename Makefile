@@ -21,6 +21,7 @@ lint: install
 	$(BIN)/mypy
 
 test: install
+	VENV=$(VENV) .ci/system-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: install
