@@ -306,7 +306,7 @@ def test_200_mb_upload_with_content_length_is_refused_before_the_body(
     elapsed = time.monotonic() - started
     deployment.record(
         "upload-200-mb-content-length",
-        f"HTTP 413, serve RSS +{rss.growth / MiB:.1f} MiB",
+        f"HTTP 413, serve RSS {rss.baseline / MiB:.0f} MiB, peak +{rss.growth / MiB:.1f} MiB",
         elapsed,
     )
 
@@ -345,7 +345,7 @@ def test_200_mb_chunked_upload_is_cut_off_while_streaming(deployment: Deployment
     deployment.record(
         "upload-200-mb-chunked",
         f"HTTP {response.status_code} after {sent / MiB:.0f} MiB sent, "
-        f"serve RSS +{rss.growth / MiB:.1f} MiB",
+        f"serve RSS {rss.baseline / MiB:.0f} MiB, peak +{rss.growth / MiB:.1f} MiB",
         elapsed,
     )
 
