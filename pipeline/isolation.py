@@ -47,6 +47,9 @@ from pipeline.store_models import ChunkingSpec
 
 log = logging.getLogger(__name__)
 
+MIN_CPU_SECONDS = 60
+"""CPU seconds any file gets, however small (interpreter start and imports take a few)."""
+
 CHILD_SETTINGS = (
     "max_pages",
     "max_extracted_chars",
@@ -64,11 +67,16 @@ class Limits:
     wall_seconds: float
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Limits:
+    def from_settings(cls, settings: Settings, *, size_bytes: int) -> Limits:
+        """Limits for a file of `size_bytes`: CPU time grows with the size, up to the cap, so
+        a small file that sends a parser into a super-linear path stops within a minute or
+        so instead of holding a worker for the full cap."""
+        per_size = settings.extraction_cpu_seconds_per_mb * size_bytes / 2**20
+        cpu = min(settings.extraction_cpu_seconds, int(MIN_CPU_SECONDS + per_size))
         return cls(
             memory_bytes=settings.extraction_memory_bytes,
-            cpu_seconds=settings.extraction_cpu_seconds,
-            wall_seconds=settings.extraction_timeout_seconds,
+            cpu_seconds=cpu,
+            wall_seconds=min(settings.extraction_timeout_seconds, 2.0 * cpu + 30.0),
         )
 
 
@@ -92,7 +100,7 @@ def prepare_isolated(
     limits: Limits | None = None,
 ) -> PreparedChunks:
     """`prepare_document` of the file at `path`, run in a limited child process."""
-    limits = limits or Limits.from_settings(settings)
+    limits = limits or Limits.from_settings(settings, size_bytes=path.stat().st_size)
     chunking = chunking or ChunkingSpec.from_settings(settings)
     request = {
         "path": str(path),

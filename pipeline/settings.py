@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     """CPU seconds the parsing child may use before it is killed (`timeout`); the 2,415-page
     R reference manual took 212 s of wall-clock time on a loaded 2-core machine."""
 
+    extraction_cpu_seconds_per_mb: float = Field(default=60.0, gt=0)
+    """CPU seconds a file gets per MiB on top of one minute, up to `extraction_cpu_seconds`:
+    the 6.2 MiB R manual gets 433 s, a 64 KiB Markdown file that hangs its parser 63 s."""
+
     extraction_timeout_seconds: float = Field(default=1800.0, gt=0)
     """Wall-clock seconds parsing one upload may take before its child is killed."""
 

@@ -1,0 +1,75 @@
+"""Parsing in a limited child process: the same result as in process, and each limit mapped
+to its job error code (the child dies, this process does not)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
+from pipeline.isolation import MIN_CPU_SECONDS, Limits, prepare_isolated
+from pipeline.prepare import prepare_document
+from pipeline.settings import Settings
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+RFC = EXAMPLES / "rfc6455-websocket.txt"
+
+
+def test_the_child_returns_what_prepare_document_returns() -> None:
+    settings = Settings()
+    stages: list[str] = []
+    pages: list[tuple[int, int]] = []
+    isolated = prepare_isolated(
+        RFC,
+        filename=RFC.name,
+        settings=settings,
+        on_stage=stages.append,
+        on_page=lambda done, total: pages.append((done, total)),
+    )
+    direct = prepare_document(RFC.read_bytes(), filename=RFC.name, settings=settings)
+    assert isolated.chunks == direct.chunks
+    ignore = {"ingested_at"}
+    assert {k: v for k, v in isolated.metadata.items() if k not in ignore} == {
+        k: v for k, v in direct.metadata.items() if k not in ignore
+    }
+    assert stages == ["detecting", "extracting", "chunking"]
+    assert pages == [(1, 1)]
+
+
+def test_a_permanent_error_in_the_child_arrives_as_itself(tmp_path: Path) -> None:
+    blob = tmp_path / "blob.txt"
+    blob.write_bytes(os.urandom(4096))
+    with pytest.raises(UnsupportedFormat):
+        prepare_isolated(blob, filename=blob.name, settings=Settings())
+
+
+def test_the_memory_limit_fails_the_document_as_too_large() -> None:
+    limits = Limits(memory_bytes=300 * 2**20, cpu_seconds=60, wall_seconds=60)
+    with pytest.raises(DocumentTooLarge, match="300 MiB"):
+        prepare_isolated(RFC, filename=RFC.name, settings=Settings(), limits=limits)
+
+
+def test_the_cpu_limit_fails_the_document_with_timeout() -> None:
+    limits = Limits(memory_bytes=3 * 2**30, cpu_seconds=1, wall_seconds=60)
+    with pytest.raises(ExtractionTimeout, match="1 s of CPU") as caught:
+        prepare_isolated(RFC, filename=RFC.name, settings=Settings(), limits=limits)
+    assert caught.value.code == "timeout"
+
+
+def test_the_wall_clock_deadline_fails_the_document_with_timeout() -> None:
+    limits = Limits(memory_bytes=3 * 2**30, cpu_seconds=60, wall_seconds=0.2)
+    with pytest.raises(ExtractionTimeout, match="longer than"):
+        prepare_isolated(RFC, filename=RFC.name, settings=Settings(), limits=limits)
+
+
+def test_cpu_time_grows_with_the_file_up_to_the_cap() -> None:
+    settings = Settings(extraction_cpu_seconds=900, extraction_cpu_seconds_per_mb=60)
+    small = Limits.from_settings(settings, size_bytes=64 * 1024)
+    manual = Limits.from_settings(settings, size_bytes=6_534_438)
+    huge = Limits.from_settings(settings, size_bytes=100 * 2**20)
+    assert small.cpu_seconds == MIN_CPU_SECONDS + 3
+    assert manual.cpu_seconds == 433
+    assert huge.cpu_seconds == 900
+    assert small.wall_seconds < manual.wall_seconds <= settings.extraction_timeout_seconds
