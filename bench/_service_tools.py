@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
+import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 TERMINAL = {"completed", "failed", "cancelled"}
+REPO = Path(__file__).resolve().parent.parent
 
 
 def rss_bytes(pid: int) -> int:
@@ -23,10 +28,38 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (field 3, `state`, first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of `pid` (all its threads), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User plus system CPU time of `pid` and of its children it has waited for, in seconds.
+
+    The children count: the worker parses each upload in a child process.
+    """
+    utime, stime, cutime, cstime = (int(value) for value in _stat(pid)[11:15])
+    return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """VmRSS of `pid` plus that of all its descendants (pages they share count twice)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                children.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += rss_bytes(current)
+        except (FileNotFoundError, ProcessLookupError, RuntimeError):  # gone, or a zombie
+            continue
+        todo.extend(children.get(current, []))
+    return total
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -68,6 +101,24 @@ class Outcome:
     @property
     def bad(self) -> bool:
         return bool(self.lost or self.stuck)
+
+    def span(self) -> float:
+        """Seconds from the first job's creation to the last one's end."""
+        jobs = self.jobs.values()
+        first = min(datetime.fromisoformat(job["created_at"]) for job in jobs)
+        last = max(datetime.fromisoformat(job["finished_at"]) for job in jobs)
+        return (last - first).total_seconds()
+
+    def run_seconds(self) -> list[float]:
+        """Each job's time from its (last) start to its end."""
+        return [
+            (
+                datetime.fromisoformat(job["finished_at"])
+                - datetime.fromisoformat(job["started_at"])
+            ).total_seconds()
+            for job in self.jobs.values()
+            if job["started_at"] and job["finished_at"]
+        ]
 
     def line(self) -> str:
         parts = [f"{count} {status}" for status, count in sorted(self.statuses.items())]
@@ -118,12 +169,13 @@ def wait_for_status(client: httpx.Client, job_id: str, status: str, *, timeout: 
 
 
 class RssSampler:
-    """Every `interval` s, record the process's VmRSS and the stage of the job being watched."""
+    """Every `interval` s, record the VmRSS of the process and of the process with its
+    descendants, and the stage of the job being watched."""
 
     def __init__(self, pid: int, base_url: str, *, interval: float = 0.2) -> None:
         self.pid, self.interval = pid, interval
         self.job_id: str | None = None
-        self.samples: list[tuple[int, str]] = []  # (bytes, stage)
+        self.samples: list[tuple[int, int, str]] = []  # (process bytes, tree bytes, stage)
         self._client = httpx.Client(base_url=base_url, timeout=30)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
@@ -139,17 +191,47 @@ class RssSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            rss = rss_bytes(self.pid)
+            rss, tree = rss_bytes(self.pid), tree_rss_bytes(self.pid)
             stage = "before upload"
             if self.job_id is not None:
                 job = self._client.get(f"/v1/jobs/{self.job_id}").json()
                 stage = job["stage"] or job["status"]
-            self.samples.append((rss, stage))
+            self.samples.append((rss, tree, stage))
             self._stop.wait(self.interval)
 
-    def peaks(self) -> dict[str, int]:
+    def peaks(self, *, tree: bool = False) -> dict[str, int]:
         """Highest RSS seen in each stage, in the order the stages came."""
         peaks: dict[str, int] = {}
-        for rss, stage in self.samples:
-            peaks[stage] = max(rss, peaks.get(stage, 0))
+        for rss, tree_rss, stage in self.samples:
+            peaks[stage] = max(tree_rss if tree else rss, peaks.get(stage, 0))
         return peaks
+
+
+def mb(value: float) -> str:
+    return f"{value / 2**20:,.0f} MB"
+
+
+def ms(seconds: list[float]) -> str:
+    values = [1000 * value for value in seconds]
+    return f"median {statistics.median(values):.0f} ms of {len(values)} (max {max(values):.0f})"
+
+
+def code_version() -> str:
+    """The commit under test, and the service's files changed since it (others work here too)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
+
+    status = git("status", "--porcelain", "--", "pipeline", "api", "workers", "docingest")
+    changed = sorted(line[3:] for line in status.splitlines())
+    return f"commit {git('rev-parse', '--short', 'HEAD').strip()}" + (
+        f", with uncommitted changes to {', '.join(changed)}" if changed else ""
+    )
+
+
+def timed(phases: dict[str, float], name: str, step: Callable[[], Any]) -> Any:
+    started = time.perf_counter()
+    value = step()
+    phases[name] = time.perf_counter() - started
+    print(f"{name}: {phases[name]:.0f} s", flush=True)
+    return value

@@ -9,17 +9,20 @@ model-thread settings. Then, in one run:
 
 1. a 50 MB plain-text upload (corpus text repeated) on an idle worker: time-to-202, then the
    job is cancelled and waited for.
-2. RSS: ingest one large PDF on an idle worker, sampling the serve process's VmRSS (and the
-   job's stage) every 0.2 s; baseline is the median of 2 s of samples before the upload.
-3. time-to-202 under load: start big PDFs whose extraction (pure-Python pypdf, holding the
-   GIL) keeps the worker busy, then send `--uploads` small real files from `--clients`
-   concurrent clients (one connection each), timing each upload until its 202; then the 50 MB
-   upload again, cancelled right after its 202 (queued behind the small ones). The big PDFs'
-   jobs are cancelled too, and every job is polled until it ends: a job that vanishes (404) is
-   lost, one not ended by `--timeout` is stuck, and either makes the exit status 1.
+2. RSS: ingest one large PDF on an idle worker, sampling every 0.2 s the VmRSS of the serve
+   process, of it with its children (uploads are parsed in a child process unless
+   `isolate_extraction` is off) and the job's stage; baseline is the median of 2 s of samples
+   before the upload.
+3. time-to-202 under load: start big PDFs whose extraction keeps the worker busy, then send
+   `--uploads` small real files from `--clients` concurrent clients (one connection each),
+   timing each upload until its 202; then the 50 MB upload again, cancelled right after its
+   202 (queued behind the small ones). The big PDFs' jobs are cancelled too, and every job is
+   polled until it ends: a job that vanishes (404) is lost, one not ended by `--timeout` is
+   stuck, and either makes the exit status 1.
 4. throughput: a fixed mix of corpus documents (PDF, DOCX, HTML, Markdown, text) uploaded at
    once into an empty index on an idle worker, timed from the first upload until all have
-   completed; chunks from the jobs' results, CPU time from /proc.
+   completed; chunks from the jobs' results, CPU time (the serve process and its reaped
+   children) from /proc.
 5. naive, after the service has stopped: the same documents in this process, one after the
    other, `prepare_document` then one `embed_documents([text])` call per chunk on the local
    model (no storing, which favours it).
@@ -35,14 +38,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-from redis import Redis
+from redis import Redis, RedisError
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -51,9 +53,13 @@ from _common import find_corpus, machine  # noqa: E402
 from _service_tools import (  # noqa: E402
     Outcome,
     RssSampler,
+    code_version,
     cpu_seconds,
+    mb,
+    ms,
     percentile,
     settle,
+    timed,
     upload,
     upload_path,
     wait_for_status,
@@ -128,20 +134,23 @@ def upload_big(
 
 
 def measure_rss(client: httpx.Client, pid: int, pdf: Path, *, timeout: float) -> dict[str, Any]:
-    """Ingest `pdf` on an idle worker while sampling the serve process's RSS every 0.2 s."""
+    """Ingest `pdf` on an idle worker, sampling RSS (serve, and serve with its children)."""
     started = time.perf_counter()
     with RssSampler(pid, str(client.base_url)) as sampler:
         time.sleep(2.0)
         sampler.job_id = upload_path(client, "rss", pdf)
         outcome = settle(client, [sampler.job_id], index="rss", timeout=timeout)
-    peaks = sampler.peaks()
-    baseline = statistics.median(rss for rss, stage in sampler.samples if stage == "before upload")
+    peaks, tree_peaks = sampler.peaks(), sampler.peaks(tree=True)
+    before = [(rss, tree) for rss, tree, stage in sampler.samples if stage == "before upload"]
     job = next(iter(outcome.jobs.values()), {})
     return {
         "pdf": pdf.name,
-        "baseline": baseline,
+        "baseline": statistics.median(rss for rss, _ in before),
         "peak": max(peaks.values()),
         "peaks": peaks,
+        "tree_baseline": statistics.median(tree for _, tree in before),
+        "tree_peak": max(tree_peaks.values()),
+        "tree_peaks": tree_peaks,
         "samples": len(sampler.samples),
         "seconds": time.perf_counter() - started - 2.0,
         "outcome": outcome,
@@ -248,22 +257,16 @@ def measure_naive(paths: list[Path], settings: Settings) -> dict[str, Any]:
     }
 
 
-def mb(value: float) -> str:
-    return f"{value / 2**20:,.0f} MB"
-
-
-def ms(seconds: list[float]) -> str:
-    values = [1000 * value for value in seconds]
-    return f"median {statistics.median(values):.0f} ms of {len(values)} (max {max(values):.0f})"
-
-
 def report(args: argparse.Namespace, data: dict[str, Any], loads: list[str]) -> None:
     up, rss, service, naive = data["uploads"], data["rss"], data["service"], data["naive"]
     latencies = [seconds * 1000 for seconds in up["latencies"]]
     command = "python bench/bench_service.py" + (" --quick" if args.quick else "")
     command += f" --uploads {args.uploads} --clients {args.clients}"
     print(f"\nCommand: `{command}`, on {datetime.now(UTC):%Y-%m-%d}. Machine: {machine()}.")
-    print(f"Load average (1, 5, 15 min): {loads[0]} at start, {loads[1]} at end.")
+    print(
+        f"Code: {data['code']}. Load average (1, 5, 15 min): {loads[0]} at start, "
+        f"{loads[1]} at end."
+    )
     print("Phase times: " + ", ".join(f"{k} {v:.0f} s" for k, v in data["phases"].items()))
     print("\n| measure | value |\n|---|---|")
     print(
@@ -272,7 +275,12 @@ def report(args: argparse.Namespace, data: dict[str, Any], loads: list[str]) -> 
         f"p50 {percentile(latencies, 0.5):.0f} ms, p99 {percentile(latencies, 0.99):.0f} ms, "
         f"max {max(latencies):.0f} ms; all sent in {up['burst']:.1f} s; {up['not_202']} not 202 |"
     )
-    print(f"| their jobs | {up['outcome'].line()} |")
+    runs = up["outcome"].run_seconds()
+    print(
+        f"| their jobs | {up['outcome'].line()}; all ended {up['outcome'].span():.0f} s after "
+        f"the first was created; run time per job p50 {percentile(runs, 0.5):.1f} s, "
+        f"p90 {percentile(runs, 0.9):.1f} s |"
+    )
     print(f"| time-to-202, 50 MB text, idle worker | {ms(data['idle_big'])} |")
     print(f"| time-to-202, 50 MB text, busy worker | {ms(up['big_seconds'])} |")
     print(
@@ -280,21 +288,25 @@ def report(args: argparse.Namespace, data: dict[str, Any], loads: list[str]) -> 
         f"{up['big_outcome'].line()} (busy) |"
     )
     print(f"| background jobs (cancelled after the uploads) | {up['background_outcome'].line()} |")
-    result, peaks = rss["result"], rss["peaks"]
-    by_stage = ", ".join(f"{stage} {mb(peak)}" for stage, peak in peaks.items())
+    result = rss["result"]
+    for label, key in (("serve process", ""), ("serve + its children", "tree_")):
+        base, peak = rss[f"{key}baseline"], rss[f"{key}peak"]
+        stages = ", ".join(f"{stage} {mb(value)}" for stage, value in rss[f"{key}peaks"].items())
+        print(
+            f"| RSS of the {label}, ingesting {rss['pdf']} ({result.get('pages')} pages, "
+            f"{result.get('chunks')} chunks, {rss['seconds']:.0f} s) | baseline {mb(base)}, "
+            f"peak {mb(peak)}, peak - baseline {mb(peak - base)}; peak by stage: {stages} |"
+        )
+    print(f"| RSS job ({rss['samples']} samples) | {rss['outcome'].line()} |")
     print(
-        f"| serve RSS ingesting {rss['pdf']} ({result.get('pages')} pages, "
-        f"{result.get('chunks')} chunks, {rss['seconds']:.0f} s) | baseline {mb(rss['baseline'])}"
-        f", peak {mb(rss['peak'])}, peak - baseline {mb(rss['peak'] - rss['baseline'])}; "
-        f"peak by stage: {by_stage} ({rss['samples']} samples); job {rss['outcome'].line()} |"
+        "\n| throughput | docs | chunks | seconds | docs/s | chunks/s | CPU ms/chunk | CPUs used |"
     )
-    print("\n| throughput | docs | chunks | seconds | docs/s | chunks/s | CPU ms/chunk |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, row in (("service (upload → completed)", service), ("naive", naive)):
         print(
             f"| {label} | {row['docs']} | {row['chunks']} | {row['seconds']:.1f} | "
             f"{row['docs'] / row['seconds']:.2f} | {row['chunks'] / row['seconds']:.2f} | "
-            f"{1000 * row['cpu'] / row['chunks']:.0f} |"
+            f"{1000 * row['cpu'] / row['chunks']:.0f} | {row['cpu'] / row['seconds']:.2f} |"
         )
     speed = (service["chunks"] / service["seconds"]) / (naive["chunks"] / naive["seconds"])
     cpu = (naive["cpu"] / naive["chunks"]) / (service["cpu"] / service["chunks"])
@@ -302,14 +314,6 @@ def report(args: argparse.Namespace, data: dict[str, Any], loads: list[str]) -> 
         f"\nService / naive: {speed:.2f}× the chunks/s; naive CPU per chunk / service's: "
         f"{cpu:.2f}×. Service jobs: {service['outcome'].line()}."
     )
-
-
-def timed(phases: dict[str, float], name: str, step: Callable[[], Any]) -> Any:
-    started = time.perf_counter()
-    value = step()
-    phases[name] = time.perf_counter() - started
-    print(f"{name}: {phases[name]:.0f} s", flush=True)
-    return value
 
 
 def main() -> int:
@@ -326,8 +330,8 @@ def main() -> int:
     paths = [corpus / name for name in (THROUGHPUT_QUICK if args.quick else THROUGHPUT)]
     big, reps = big_text(corpus), 1 if args.quick else 3
     loads = [", ".join(f"{load:.1f}" for load in os.getloadavg())]
+    data: dict[str, Any] = {"phases": {}, "code": code_version()}
     defaults = Settings.model_fields
-    data: dict[str, Any] = {"phases": {}}
     phases = data["phases"]
     with tempfile.TemporaryDirectory(prefix="docingest-bench-service-") as tmp:
         env = ServiceEnv(
@@ -371,10 +375,13 @@ def main() -> int:
                     lambda: measure_throughput(client, pid, paths, timeout=args.timeout),
                 )
         finally:
-            redis = Redis.from_url(TEST_REDIS_URL)
-            keys = list(redis.scan_iter(match=f"{env.key_prefix}*", count=1000))
-            if keys:
-                redis.delete(*keys)
+            try:
+                redis = Redis.from_url(TEST_REDIS_URL)
+                keys = list(redis.scan_iter(match=f"{env.key_prefix}*", count=1000))
+                if keys:
+                    redis.delete(*keys)
+            except RedisError as exc:  # a private Redis that `serve` started is gone with it
+                print(f"Redis keys under {env.key_prefix} not removed: {exc}")
         settings = Settings(data_dir=Path(tmp) / "naive")
         data["naive"] = timed(phases, "naive", lambda: measure_naive(paths, settings))
     loads.append(", ".join(f"{load:.1f}" for load in os.getloadavg()))
