@@ -27,6 +27,7 @@ test: install
 bench: install
 	$(BIN)/python bench/bench_chunking.py
 	$(BIN)/python bench/bench_extraction.py
+	$(BIN)/python bench/bench_service.py --quick
 
 run: install
 	$(BIN)/docingest serve --seed examples
