@@ -3,24 +3,28 @@
 Parsers are where hostile input bites: a decompression bomb, a cyclic page tree, a layout
 pathology. Run inside the worker, one such file would take the whole worker (and, in the
 embedded topology, the whole server) down with it. Here detect → extract → chunk runs in a
-fresh interpreter (`pipeline.isolation_child`) that sets `RLIMIT_AS` and `RLIMIT_CPU` before
-it imports a parser, with a wall-clock deadline enforced here. Whatever the file does, only
+child forked, per upload, from a small fork server (`pipeline.isolation_child`, one per job
+slot, started once with the parsers imported); the child sets `RLIMIT_AS` and `RLIMIT_CPU`
+before it reads a byte, and a wall-clock deadline is enforced here. Whatever the file does, only
 the child dies, and the job fails with a code:
 
     MemoryError in the child, or killed by the kernel (OOM)    → document_too_large
     CPU limit (SIGXCPU) or the wall-clock deadline             → timeout
     any other death (a crash in a C extension)                 → corrupt_document
 
-A plain subprocess rather than multiprocessing: it works the same under Celery's prefork
-children (whose daemonic processes may not fork multiprocessing children), thread pools and
+A subprocess of our own rather than multiprocessing: it works the same under Celery's prefork
+children (whose daemonic processes may not start multiprocessing children), thread pools and
 any main module, and results come back as JSON lines, never as pickles a compromised parser
-could forge. The price is an interpreter start per upload (about a second of imports).
+could forge. A fork of the warm server costs milliseconds; a fresh interpreter per upload
+cost about 1.4 s of imports, which capped small uploads at ~0.4 jobs/s (BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import os
 import queue
 import signal
 import subprocess
@@ -88,6 +92,83 @@ class PreparedChunks:
     metadata: dict[str, Any]
 
 
+class _Server:
+    """One `pipeline.isolation_child` fork server and the threads that read its output."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.isolation_child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+        )
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr_tail: deque[str] = deque(maxlen=20)
+        self._readers = [
+            threading.Thread(target=_pump, args=(self.process.stdout, self.lines.put), daemon=True),
+            threading.Thread(
+                target=_pump, args=(self.process.stderr, self.stderr_tail.append, False),
+                daemon=True,
+            ),
+        ]  # fmt: skip
+        for reader in self._readers:
+            reader.start()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def send(self, request: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write((json.dumps(request) + "\n").encode())
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+        for reader in self._readers:
+            reader.join(5)
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class _ServerPool:
+    """Idle fork servers, one per job slot that has parsed something; reused, never shared."""
+
+    def __init__(self) -> None:
+        self._idle: list[_Server] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def take(self) -> _Server:
+        with self._lock:
+            if self._pid != os.getpid():  # inherited across a fork: those servers are not ours
+                self._idle, self._pid = [], os.getpid()
+            while self._idle:
+                server = self._idle.pop()
+                if server.alive():
+                    return server
+                server.close()
+        return _Server()
+
+    def give_back(self, server: _Server) -> None:
+        with self._lock:
+            self._idle.append(server)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for server in idle:
+            server.close()
+
+
+_POOL = _ServerPool()
+atexit.register(_POOL.close)
+
+
 def prepare_isolated(
     path: Path,
     *,
@@ -108,68 +189,75 @@ def prepare_isolated(
         "content_type": content_type,
         "chunking": chunking.model_dump(mode="json"),
         "settings": settings.model_dump(mode="json", include=set(CHILD_SETTINGS)),
+        "memory_bytes": limits.memory_bytes,
+        "cpu_seconds": limits.cpu_seconds,
     }
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipeline.isolation_child",
-            str(limits.memory_bytes),
-            str(limits.cpu_seconds),
-        ],  # fmt: skip
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        close_fds=True,
-    )
-    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-    lines: queue.Queue[str | None] = queue.Queue()
-    stderr_tail: deque[str] = deque(maxlen=20)
-    readers = [
-        threading.Thread(target=_pump, args=(child.stdout, lines.put), daemon=True),
-        threading.Thread(target=_pump, args=(child.stderr, stderr_tail.append, False), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
+    server = _POOL.take()
     try:
-        child.stdin.write((json.dumps(request) + "\n").encode())
-        child.stdin.close()
-    except BrokenPipeError:
-        pass  # it died at once; its exit status says why
+        server.send(request)
+        outcome = _follow(server, limits, on_stage=on_stage, on_page=on_page)
+    except BaseException:  # the server died, hung, or we were interrupted: never reuse it
+        server.close()
+        raise
+    _POOL.give_back(server)  # it reported the grandchild's exit: ready for the next file
+    if isinstance(outcome, IngestError):
+        raise outcome
+    return outcome
+
+
+def _follow(
+    server: _Server,
+    limits: Limits,
+    *,
+    on_stage: Callable[[str], None] | None,
+    on_page: PageReporter | None,
+) -> PreparedChunks | IngestError:
+    """Relay one request's progress; return its result or error once the grandchild has
+    exited (the server is then ready for the next request). Raises if the server fails."""
     deadline = time.monotonic() + limits.wall_seconds
+    grandchild: int | None = None
+    outcome: PreparedChunks | IngestError | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            if grandchild is None:  # the server never started the request
+                raise ExtractionTimeout("The parsing process did not start in time.")
+            _kill(grandchild)
+            outcome = ExtractionTimeout(
+                f"Extracting this file took longer than {limits.wall_seconds:.0f} s; it may be "
+                "malformed or hostile."
+            )
+            deadline = float("inf")  # now wait for the exit the kill causes
+        try:
+            line = server.lines.get(timeout=max(0.05, min(remaining, 1.0)))
+        except queue.Empty:
+            continue
+        if line is None:  # the server itself died
+            server.process.wait(10)
+            raise _death(None, limits, "".join(server.stderr_tail))
+        message = json.loads(line)
+        if "pid" in message:
+            grandchild = int(message["pid"])
+        elif "stage" in message and on_stage is not None:
+            on_stage(str(message["stage"]))
+        elif "page" in message and on_page is not None:
+            done, total = message["page"]
+            on_page(int(done), int(total))
+        elif "done" in message:
+            outcome = _prepared(message["done"])
+        elif "error" in message:
+            outcome = _rebuild(message["error"])
+        elif "exit" in message:
+            if outcome is None:
+                outcome = _death(int(message["exit"]), limits, "".join(server.stderr_tail))
+            return outcome
+
+
+def _kill(pid: int) -> None:
     try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ExtractionTimeout(
-                    f"Extracting this file took longer than {limits.wall_seconds:.0f} s; it "
-                    "may be malformed or hostile."
-                )
-            try:
-                line = lines.get(timeout=min(remaining, 1.0))
-            except queue.Empty:
-                continue
-            if line is None:  # stdout closed without an outcome: the child died
-                child.wait(10)
-                raise _death(child.returncode, limits, "".join(stderr_tail))
-            message = json.loads(line)
-            if "stage" in message and on_stage is not None:
-                on_stage(str(message["stage"]))
-            elif "page" in message and on_page is not None:
-                done, total = message["page"]
-                on_page(int(done), int(total))
-            elif "done" in message:
-                return _prepared(message["done"])
-            elif "error" in message:
-                raise _rebuild(message["error"])
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait(10)
-        for reader in readers:
-            reader.join(5)
-        child.stdout.close()
-        child.stderr.close()
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _pump(stream: IO[bytes], put: Callable[[Any], None], end: bool = True) -> None:

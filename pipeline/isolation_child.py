@@ -1,13 +1,18 @@
-"""The child side of `pipeline.isolation`: `python -m pipeline.isolation_child MEM CPU`.
+"""The child side of `pipeline.isolation`: a fork server, `python -m pipeline.isolation_child`.
 
-Limits are set before any parser is imported; the request comes as one JSON line on stdin,
-and progress and the outcome go back as JSON lines on stdout (never pickle: the parent must
-not trust what a process that parsed hostile bytes says beyond plain data).
+It imports the parsers once, then for each request (one JSON line on stdin, limits included)
+forks a grandchild that sets `RLIMIT_AS`/`RLIMIT_CPU`, parses, and writes progress and the
+outcome as JSON lines; the server relays them to its stdout, then reports the grandchild's
+exit status (`{"exit": n}`, negative for a signal). Forking a warm, single-threaded process
+costs milliseconds where a fresh interpreter costs a second or more of imports. Output is
+plain JSON, never pickle: the parent must not trust a process that parsed hostile bytes
+beyond plain data.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import signal
 import sys
@@ -20,7 +25,11 @@ def _limit(memory_bytes: int, cpu_seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    try:  # die with the worker that started us (Linux); elsewhere the CPU limit bounds us
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    try:  # Linux: die with the process that started us; elsewhere the CPU limit bounds us
         import ctypes
 
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -33,15 +42,13 @@ def _send(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _error(error: Exception, code: str, message: str) -> dict[str, Any]:
+def _error(error: Exception) -> dict[str, Any]:
+    code, message = getattr(error, "code", "corrupt_document"), getattr(error, "message", "")
     return {"error": {"class": type(error).__name__, "code": code, "message": message}}
 
 
-def main(argv: list[str]) -> int:
-    memory_bytes, cpu_seconds = int(argv[0]), int(argv[1])
-    _limit(memory_bytes, cpu_seconds)
-    request = json.loads(sys.stdin.readline())
-
+def _parse(request: dict[str, Any]) -> None:
+    """Prepare one file and send the outcome (runs in the limited grandchild)."""
     from pathlib import Path
 
     from pipeline.errors import CorruptDocument, DocumentTooLarge, IngestError
@@ -68,23 +75,60 @@ def main(argv: list[str]) -> int:
         ]
         _send({"done": {"metadata": prepared.metadata, "chunks": chunks}})
     except IngestError as exc:
-        _send(_error(exc, exc.code, exc.message))
+        _send(_error(exc))
     except MemoryError:
-        limit = memory_bytes // 2**20
-        error: IngestError = DocumentTooLarge(
-            f"Extracting this file needs more than the {limit} MiB allowed; it may be a "
-            "decompression bomb, or split it into smaller files."
+        limit = request["memory_bytes"] // 2**20
+        _send(
+            _error(
+                DocumentTooLarge(
+                    f"Extracting this file needs more than the {limit} MiB allowed; it may be "
+                    "a decompression bomb, or split it into smaller files."
+                )
+            )
         )
-        _send(_error(error, error.code, error.message))
     except RecursionError:
-        error = CorruptDocument("The file's structure nests too deeply to parse.")
-        _send(_error(error, error.code, error.message))
-    except Exception as exc:  # report as a damaged file; the parent logs nothing secret
+        _send(_error(CorruptDocument("The file's structure nests too deeply to parse.")))
+    except Exception as exc:  # report as a damaged file
         detail = f"{type(exc).__name__}: {exc}"[:300]
-        error = CorruptDocument(f"The parser failed on this file: {detail}")
-        _send(_error(error, error.code, error.message))
+        _send(_error(CorruptDocument(f"The parser failed on this file: {detail}")))
+
+
+def _serve_one(request: dict[str, Any]) -> None:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the grandchild: limits first, then parse with stdout on the pipe
+        try:
+            os.close(read_end)
+            os.dup2(write_end, sys.stdout.fileno())
+            os.close(write_end)
+            _limit(int(request["memory_bytes"]), int(request["cpu_seconds"]))
+            _parse(request)
+            sys.stdout.flush()
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    _send({"pid": pid})
+    with os.fdopen(read_end, "r", encoding="utf-8", errors="replace") as relayed:
+        for line in relayed:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    _, status = os.waitpid(pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    _send({"exit": code})
+
+
+def main() -> int:
+    _die_with_parent()
+    import pipeline.prepare  # noqa: F401 - warm the parsers once, before any fork
+    from pipeline.metadata import guess_language
+
+    guess_language("Load the language model once, not in every child.")
+
+    for line in sys.stdin:
+        if line.strip():
+            _serve_one(json.loads(line))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -45,23 +45,43 @@ def test_a_permanent_error_in_the_child_arrives_as_itself(tmp_path: Path) -> Non
         prepare_isolated(blob, filename=blob.name, settings=Settings())
 
 
-def test_the_memory_limit_fails_the_document_as_too_large() -> None:
+def test_the_memory_limit_fails_the_document_as_too_large(tmp_path: Path) -> None:
+    """40 MB of text needs far more than the 300 MiB address space allowed here."""
+    big = tmp_path / "big.txt"
+    big.write_text(RFC.read_text() * 250)
     limits = Limits(memory_bytes=300 * 2**20, cpu_seconds=60, wall_seconds=60)
     with pytest.raises(DocumentTooLarge, match="300 MiB"):
-        prepare_isolated(RFC, filename=RFC.name, settings=Settings(), limits=limits)
+        prepare_isolated(big, filename=big.name, settings=Settings(), limits=limits)
 
 
-def test_the_cpu_limit_fails_the_document_with_timeout() -> None:
+def test_the_cpu_limit_fails_the_document_with_timeout(tmp_path: Path) -> None:
+    """8,000 unmatched brackets send Python-Markdown's link parser past 20 s of CPU."""
+    brackets = tmp_path / "brackets.md"
+    brackets.write_text("[" * 8000)
     limits = Limits(memory_bytes=3 * 2**30, cpu_seconds=1, wall_seconds=60)
     with pytest.raises(ExtractionTimeout, match="1 s of CPU") as caught:
-        prepare_isolated(RFC, filename=RFC.name, settings=Settings(), limits=limits)
+        prepare_isolated(brackets, filename=brackets.name, settings=Settings(), limits=limits)
     assert caught.value.code == "timeout"
 
 
-def test_the_wall_clock_deadline_fails_the_document_with_timeout() -> None:
-    limits = Limits(memory_bytes=3 * 2**30, cpu_seconds=60, wall_seconds=0.2)
+def test_one_server_parses_file_after_file_even_after_a_killed_child(tmp_path: Path) -> None:
+    """A failed or killed parse leaves the warm server usable for the next upload."""
+    brackets = tmp_path / "brackets.md"
+    brackets.write_text("[" * 8000)
+    settings = Settings()
+    slow = Limits(memory_bytes=3 * 2**30, cpu_seconds=60, wall_seconds=0.5)
+    for _ in range(3):
+        with pytest.raises(ExtractionTimeout):
+            prepare_isolated(brackets, filename=brackets.name, settings=settings, limits=slow)
+        assert prepare_isolated(RFC, filename=RFC.name, settings=settings).chunks
+
+
+def test_the_wall_clock_deadline_fails_the_document_with_timeout(tmp_path: Path) -> None:
+    brackets = tmp_path / "brackets.md"
+    brackets.write_text("[" * 8000)
+    limits = Limits(memory_bytes=3 * 2**30, cpu_seconds=60, wall_seconds=0.5)
     with pytest.raises(ExtractionTimeout, match="longer than"):
-        prepare_isolated(RFC, filename=RFC.name, settings=Settings(), limits=limits)
+        prepare_isolated(brackets, filename=brackets.name, settings=Settings(), limits=limits)
 
 
 def test_cpu_time_grows_with_the_file_up_to_the_cap() -> None:

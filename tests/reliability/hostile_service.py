@@ -189,15 +189,16 @@ def part_head(filename: str) -> bytes:
     ).encode()
 
 
-def children(pid: int) -> list[str]:
-    """The command lines of the live processes whose parent is `pid`."""
+def children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the live processes whose parent is `pid`."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
-                found.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except (OSError, IndexError):
+            if int(fields[1]) == pid and fields[0] != "Z":
+                command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                found.append((int(stat.parent.name), command))
+        except (OSError, IndexError, ValueError):
             continue  # the process ended while we looked
     return found
 
