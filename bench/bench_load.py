@@ -72,14 +72,13 @@ def ms(values: list[float], *fractions: float) -> str:
     return ", ".join(parts) + f", max {1000 * max(values, default=float('nan')):.0f} ms"
 
 
-def report(args: argparse.Namespace, run: LoadRun, found: Findings, loads: list[str]) -> None:
+def report(
+    args: argparse.Namespace, run: LoadRun, found: Findings, *, code: str, loads: list[str]
+) -> None:
     command = f"python bench/bench_load.py --uploads {args.uploads} --clients {args.clients} "
     command += f"--searchers {args.searchers}" + (" --quick" if args.quick else "")
     print(f"\nCommand: `{command}`, on {datetime.now(UTC):%Y-%m-%d}. Machine: {machine()}.")
-    print(
-        f"Code: {code_version()}. Load average (1, 5, 15 min): {loads[0]} at start, "
-        f"{loads[1]} at end."
-    )
+    print(f"Code: {code}. Load average (1, 5, 15 min): {loads[0]} at start, {loads[1]} at end.")
     ids = {sent.upload.document_id for sent in run.sent}
     answered = sum(sent.status == 202 for sent in run.sent)
     to_202 = [sent.seconds for sent in run.sent if sent.status == 202]
@@ -149,6 +148,7 @@ def main() -> int:
     args.searchers = args.searchers if args.searchers is not None else (1 if args.quick else 2)
     plan = plan_uploads(source_files(find_corpus()), uploads=args.uploads, seed=args.seed)
     loads = [", ".join(f"{load:.1f}" for load in os.getloadavg())]
+    code = code_version()  # now: the service runs the code it started with
     with tempfile.TemporaryDirectory(prefix="docingest-bench-load-") as tmp:
         data_dir = Path(tmp) / "data"
         with serving(data_dir) as env:
@@ -168,7 +168,7 @@ def main() -> int:
                 found = check_api(client, run, max_attempts=max_attempts)
         check_store(found, data_dir, INDEX)
     loads.append(", ".join(f"{load:.1f}" for load in os.getloadavg()))
-    report(args, run, found, loads)
+    report(args, run, found, code=code, loads=loads)
     if found.violations:
         counts = Counter(violation.split(":")[0] for violation in found.violations)
         print(f"\nFAILED: {dict(counts)}")
