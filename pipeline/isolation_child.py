@@ -118,7 +118,8 @@ def _serve_one(request: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    _die_with_parent()
+    # No parent-death signal here: Linux ties it to the thread that started us, and any of the
+    # worker's threads may have. When the worker goes, stdin closes and the loop below ends.
     import pipeline.prepare  # noqa: F401 - warm the parsers once, before any fork
     from pipeline.metadata import guess_language
 
