@@ -24,6 +24,7 @@ from pipeline.errors import (
     NoTextFound,
 )
 from pipeline.extract.pdf import extract_pdf
+from tests.pdfs import build_pdf, stream
 
 Extract = Callable[[str], ExtractedDocument]
 
@@ -53,41 +54,19 @@ def _full_text(document: ExtractedDocument) -> str:
     return "\n\n".join(block.text for block in document.blocks)
 
 
-def _build_pdf(objects: list[bytes]) -> bytes:
-    """Write numbered objects (1 is the catalog) into a PDF with a correct xref table."""
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    for offset in offsets:
-        out += b"%010d 00000 n \n" % offset
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
-
-
-def _stream(content: bytes) -> bytes:
-    return b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content)
-
-
 def _two_page_pdf(first: bytes, second: bytes) -> bytes:
     """A two-page Helvetica PDF whose pages draw content streams `first` and `second`."""
     page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
     page += b"/Resources << /Font << /F1 5 0 R >> >> /Contents %d 0 R >>"
-    return _build_pdf(
+    return build_pdf(
         [
             b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >>",
             page % 6,
             page % 7,
             b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-            _stream(first),
-            _stream(second),
+            stream(first),
+            stream(second),
         ]
     )
 
@@ -241,7 +220,7 @@ def test_zero_bytes_is_empty_document(pdf_dir: Path) -> None:
 
 
 def test_cyclic_page_tree_fails_fast_as_corrupt() -> None:
-    data = _build_pdf(
+    data = build_pdf(
         [
             b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",

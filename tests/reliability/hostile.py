@@ -17,32 +17,12 @@ from pathlib import Path
 
 from pypdf import PdfReader, PdfWriter
 
+from tests.pdfs import build_pdf, stream
 from tests.pipeline.test_extract_docx import OFFICE_RELS, OPC, WORD_MAIN, build_docx, document_xml
 
 MiB = 1 << 20
 
 # --- PDF ------------------------------------------------------------------------------------
-
-
-def build_pdf(objects: list[bytes]) -> bytes:
-    """Write numbered objects (1 is the catalog) into a PDF with a correct xref table."""
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
-
-
-def _stream(content: bytes, *, entries: bytes = b"") -> bytes:
-    return b"<< /Length %d %s>>\nstream\n%s\nendstream" % (len(content), entries, content)
 
 
 _FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
@@ -69,7 +49,7 @@ def text_pdf(text: str) -> bytes:
             b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             _page(5, font=4),
             _FONT,
-            _stream(b"BT /F1 12 Tf 72 720 Td (%s) Tj ET" % escaped),
+            stream(b"BT /F1 12 Tf 72 720 Td (%s) Tj ET" % escaped),
         ]
     )
 
@@ -97,7 +77,7 @@ def flate_bomb_pdf(*, inflated_mib: int = 2048) -> bytes:
             b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             _page(5, font=4),
             _FONT,
-            _stream(outer, entries=b"/Filter [/FlateDecode /FlateDecode] "),
+            stream(outer, entries=b"/Filter [/FlateDecode /FlateDecode] "),
         ]
     )
 
@@ -121,7 +101,7 @@ def many_pages_pdf(pages: int) -> bytes:
             b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages),
             _FONT,
-            _stream(b"BT /F1 12 Tf 72 720 Td (One of very many pages.) Tj ET"),
+            stream(b"BT /F1 12 Tf 72 720 Td (One of very many pages.) Tj ET"),
             *[_page(4, font=3)] * pages,
         ]
     )
@@ -140,7 +120,7 @@ def image_only_pdf() -> bytes:
     """One page that paints a 64x64 grey image XObject and has no text operator at all."""
     side = 64
     pixels = bytes((x * 4 + y * 2) % 256 for y in range(side) for x in range(side))
-    image = _stream(
+    image = stream(
         pixels,
         entries=b"/Type /XObject /Subtype /Image /Width %d /Height %d "
         b"/ColorSpace /DeviceGray /BitsPerComponent 8 " % (side, side),
@@ -151,7 +131,7 @@ def image_only_pdf() -> bytes:
             b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
             _page(5, image=4),
             image,
-            _stream(b"q 300 0 0 300 156 246 cm /Im0 Do Q"),
+            stream(b"q 300 0 0 300 156 246 cm /Im0 Do Q"),
         ]
     )
 
