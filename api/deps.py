@@ -11,7 +11,6 @@ from fastapi import Depends, Request
 from api.auth import KeyRing, Principal
 from pipeline.jobs import JobStore
 from pipeline.services import Services
-from pipeline.settings import Settings
 from pipeline.store import VectorStore
 
 
@@ -33,10 +32,6 @@ def _services(request: Request) -> Services:
     return app_state(request).services
 
 
-def _settings(request: Request) -> Settings:
-    return app_state(request).services.settings
-
-
 def _jobs(request: Request) -> JobStore:
     return app_state(request).services.jobs
 
@@ -55,7 +50,6 @@ def _principal(request: Request) -> Principal:
 
 StateDep = Annotated[AppState, Depends(app_state)]
 ServicesDep = Annotated[Services, Depends(_services)]
-SettingsDep = Annotated[Settings, Depends(_settings)]
 JobsDep = Annotated[JobStore, Depends(_jobs)]
 StoreDep = Annotated[VectorStore, Depends(_store)]
 CeleryDep = Annotated[Celery, Depends(_celery)]
