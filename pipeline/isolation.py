@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -92,12 +92,28 @@ class PreparedChunks:
     metadata: dict[str, Any]
 
 
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the parsing processes: no docingest or OpenAI setting and nothing
+    that looks like a credential, so a parser exploited by a hostile file finds no secret
+    (its settings come in each request)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith(("DOCINGEST_", "OPENAI_"))
+        and not any(word in name.upper() for word in _SECRET_WORDS)
+    }
+
+
 class _Server:
     """One `pipeline.isolation_child` fork server and the threads that read its output."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.isolation_child"],
+            env=child_environment(os.environ),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

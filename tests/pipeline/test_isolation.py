@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
-from pipeline.isolation import MIN_CPU_SECONDS, Limits, prepare_isolated
+from pipeline.isolation import MIN_CPU_SECONDS, Limits, child_environment, prepare_isolated
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
 
@@ -93,3 +93,17 @@ def test_cpu_time_grows_with_the_file_up_to_the_cap() -> None:
     assert manual.cpu_seconds == 433
     assert huge.cpu_seconds == 900
     assert small.wall_seconds < manual.wall_seconds <= settings.extraction_timeout_seconds
+
+
+def test_the_parsing_processes_get_no_secrets() -> None:
+    environ = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/docingest",
+        "OPENAI_API_KEY": "sk-live",
+        "DOCINGEST_REDIS_URL": "redis://:hunter2@redis:6379/0",
+        "DOCINGEST_API_KEYS": '[{"key": "s3cret"}]',
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "GITHUB_TOKEN": "ghp",
+        "PGPASSWORD": "pg",
+    }
+    assert child_environment(environ) == {"PATH": "/usr/bin", "HOME": "/home/docingest"}
