@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.embedding import Embedder, QueryCache, check_embedder_matches
 from pipeline.errors import IndexNotFound
 from pipeline.sparse import encode_query
-from pipeline.store import ScoredChunk, SearchFilter, VectorStore
+from pipeline.store import IndexConfig, ScoredChunk, SearchFilter, VectorStore
 
 RRF_K = 60
 """Rank constant of Reciprocal Rank Fusion: 60 as in Cormack et al. (2009), who count ranks
@@ -98,11 +98,15 @@ def search(
     *,
     embedder: Embedder,
     query_cache: QueryCache | None = None,
+    config: IndexConfig | None = None,
 ) -> SearchResponse:
-    """Run `request` against `index`; `embedder` must be the one the index's config builds."""
+    """Run `request` against `index`; `embedder` must be the one the index's config builds.
+
+    `config` is the index's, when the caller already read it (to pick the embedder).
+    """
     started = time.perf_counter()
     search_filter = SearchFilter.parse(request.filter)
-    config = store.index_config(index)
+    config = config or store.index_config(index)
     if config is None:
         raise IndexNotFound(f"Index '{index}' does not exist.")
     check_embedder_matches(index, config.embedding, embedder)

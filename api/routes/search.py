@@ -18,7 +18,14 @@ def _run(services: ServicesDep, index: str, request: SearchRequest) -> SearchRes
     if config is None:
         raise IndexNotFound(f"Index '{index}' does not exist.")
     embedder = services.embedder_for(config.embedding)
-    return search(store, index, request, embedder=embedder, query_cache=services.query_cache)
+    return search(
+        store,
+        index,
+        request,
+        embedder=embedder,
+        query_cache=services.query_cache,
+        config=config,
+    )
 
 
 @router.post("", response_model=SearchResponse)
