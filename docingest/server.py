@@ -36,6 +36,9 @@ GRACEFUL_SHUTDOWN_SECONDS = 30
 LOG_HANDLER = "docingest"
 TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+CELERY_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
+"""Celery's "received" / "succeeded" lines, one pair per task: quiet in `serve`, whose terminal
+also shows the seed summary (every housekeeping sweep would print two lines)."""
 """Open requests get this long to finish when the server is stopped."""
 
 
@@ -105,6 +108,8 @@ def serve(settings: Settings, *, on_ready: Callable[[str], None] | None = None) 
     only). `on_ready(base_url)` runs in a thread once the server accepts requests.
     """
     configure_logging("INFO", log_format=settings.log_format)
+    for per_task in CELERY_PER_TASK_LOGGERS:  # the job runner logs one line per job already
+        logging.getLogger(per_task).setLevel(logging.WARNING)
     try:
         with ensure_redis(settings.redis_url, data_dir=settings.data_dir) as redis_handle:
             if redis_handle.started:
