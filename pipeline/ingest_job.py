@@ -121,8 +121,7 @@ def _run_job(
         stale_after=settings.heartbeat_timeout_seconds,
     )
     if claim.outcome != "claimed":
-        log.info("job %s not run: %s", job_id, claim.outcome)
-        return claim.outcome
+        return claim.outcome  # logged by run_job
     attempt = claim.attempt
     started = time.perf_counter()
     with Heartbeat(jobs, job_id, attempt, interval=settings.heartbeat_interval_seconds) as beat:
@@ -139,20 +138,13 @@ def _run_job(
             metrics.JOBS_FINISHED.labels("cancelled", "").inc()
             return "cancelled"
         except PermanentError as exc:
-            jobs.fail(job_id, attempt, exc.to_dict())
-            metrics.JOBS_FINISHED.labels("failed", exc.code).inc()
-            return f"failed: {exc.code}"
+            return _fail(jobs, job_id, attempt, exc.to_dict())
         except TransientError as exc:
             if beat.lost:
                 return _lost(job_id)
             if attempt >= settings.job_max_attempts:
-                error = {
-                    "code": exc.code,
-                    "message": f"{exc.message} (gave up after {attempt} attempts)",
-                }
-                jobs.fail(job_id, attempt, error)
-                metrics.JOBS_FINISHED.labels("failed", exc.code).inc()
-                return f"failed: {exc.code}"
+                message = f"{exc.message} (gave up after {attempt} attempts)"
+                return _fail(jobs, job_id, attempt, {"code": exc.code, "message": message})
             jobs.requeue(job_id, attempt=attempt, note=exc.to_dict())
             delay = retry_delay(
                 attempt,
@@ -163,26 +155,28 @@ def _run_job(
             raise RetryJob(delay, exc) from exc
         except timeout_errors:
             limit = settings.task_soft_time_limit_seconds
-            error = {"code": "timeout", "message": f"The job ran past its {limit} s time limit."}
-            jobs.fail(job_id, attempt, error)
-            metrics.JOBS_FINISHED.labels("failed", "timeout").inc()
-            return "failed: timeout"
+            message = f"The job ran past its {limit} s time limit."
+            return _fail(jobs, job_id, attempt, {"code": "timeout", "message": message})
         except Exception:
             log.exception("job %s stopped by an unexpected error", job_id)
-            error = {
-                "code": "internal_error",
-                "message": f"An unexpected error stopped the job; the server log has the "
-                f"details under job {job_id}.",
-            }
-            jobs.fail(job_id, attempt, error)
-            metrics.JOBS_FINISHED.labels("failed", "internal_error").inc()
-            return "failed: internal_error"
+            message = (
+                "An unexpected error stopped the job; the server log has the details under "
+                f"job {job_id}."
+            )
+            return _fail(jobs, job_id, attempt, {"code": "internal_error", "message": message})
     if not jobs.complete(job_id, attempt, asdict(result)):
         return _lost(job_id)
     metrics.JOBS_FINISHED.labels("completed", "").inc()
     metrics.JOB_SECONDS.observe(time.perf_counter() - started)
     services.staged_path(work.staged_name).unlink(missing_ok=True)
     return "completed"
+
+
+def _fail(jobs: JobStore, job_id: str, attempt: int, error: dict[str, str]) -> str:
+    """Record `attempt`'s failure with `error` ({"code", "message"}); return the outcome."""
+    jobs.fail(job_id, attempt, error)
+    metrics.JOBS_FINISHED.labels("failed", error["code"]).inc()
+    return f"failed: {error['code']}"
 
 
 def _lost(job_id: str) -> str:
