@@ -285,8 +285,17 @@ class OpenAICompatibleEmbedder:
         retrying = build_retrying(
             self._retry, deadline=deadline, abort=abort, before_sleep=self._before_sleep
         )
+        errors: list[BaseException] = []  # every attempt's, to name the telling one at the end
+
+        def attempt() -> np.ndarray:
+            try:
+                return self._attempt(batch, deadline, abort)
+            except Exception as exc:
+                errors.append(exc)
+                raise
+
         try:
-            vectors: np.ndarray = retrying(self._attempt, batch, deadline, abort)
+            vectors: np.ndarray = retrying(attempt)
             return vectors
         except _Aborted:
             raise
@@ -297,8 +306,14 @@ class OpenAICompatibleEmbedder:
             assert error is not None
             attempts = exc.last_attempt.attempt_number
             plural = "s" if attempts > 1 else ""
+            cause = describe(error)
+            timeout = openai.APITimeoutError
+            earlier = errors[-2] if len(errors) > 1 else None
+            if isinstance(error, timeout) and earlier and not isinstance(earlier, timeout):
+                # The deadline cut the last attempt short: the error before it says more.
+                cause = f"{describe(earlier)} (the last attempt timed out at the deadline)"
             failure: EmbeddingFailed | EmbeddingUnavailable = EmbeddingUnavailable(
-                f"Embedding failed after {attempts} attempt{plural}: {describe(error)}"
+                f"Embedding failed after {attempts} attempt{plural}: {cause}"
             )
         except (openai.APIStatusError, BadReply) as exc:
             error = exc
