@@ -15,7 +15,7 @@ from redis import Redis
 from pipeline.jobs import Job, JobSpec, JobStore
 from pipeline.settings import Settings
 from tests.embedding_server import FakeEmbeddingServer
-from tests.service import TEST_REDIS_URL
+from tests.service import TEST_REDIS_URL, purge_keys
 
 FAKE_MODEL = "test-embed"
 """A model the OpenAI-compatible embedder does not know: sized from the fake's reply."""
@@ -35,10 +35,8 @@ def private_redis(prefix: str) -> Iterator[Redis]:
     try:
         yield client
     finally:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        if keys:
-            client.delete(*keys)
         client.close()
+        purge_keys(prefix)
 
 
 def service_settings(

@@ -19,9 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import redis
 
 TEST_REDIS_URL = "redis://127.0.0.1:6379/15"
 DOCINGEST = Path(sys.executable).with_name("docingest")
+
+
+def purge_keys(prefix: str) -> None:
+    """Delete every Redis key of one test deployment (its unique prefix on DB 15)."""
+    connection = redis.Redis.from_url(TEST_REDIS_URL)
+    try:
+        keys = list(connection.scan_iter(match=f"{prefix}*", count=500))
+        for start in range(0, len(keys), 500):
+            connection.delete(*keys[start : start + 500])
+    finally:
+        connection.close()
 
 
 def free_port() -> int:

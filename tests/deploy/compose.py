@@ -8,10 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import redis
 import yaml
-
-from tests.service import TEST_REDIS_URL
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO_DIR / "docker-compose.yml"
@@ -76,14 +73,3 @@ def clean_environ() -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith("DOCINGEST_") and k != "PROMETHEUS_MULTIPROC_DIR"
     }
-
-
-def purge_keys(prefix: str) -> None:
-    """Delete every key of one test deployment (its unique prefix on the test DB)."""
-    connection = redis.Redis.from_url(TEST_REDIS_URL)
-    try:
-        keys = list(connection.scan_iter(match=f"{prefix}*", count=500))
-        if keys:
-            connection.delete(*keys)
-    finally:
-        connection.close()

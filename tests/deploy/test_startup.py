@@ -31,10 +31,17 @@ from tests.deploy.compose import (
     REPO_DIR,
     clean_environ,
     load_compose,
-    purge_keys,
     service_environment,
 )
-from tests.service import DOCINGEST, TEST_REDIS_URL, Process, free_port, wait_for_job, wait_until_up
+from tests.service import (
+    DOCINGEST,
+    TEST_REDIS_URL,
+    Process,
+    free_port,
+    purge_keys,
+    wait_for_job,
+    wait_until_up,
+)
 
 FAIL_FAST_SECONDS = 30.0
 """Start-up must end this soon; on the shared 2-core test machine importing docingest alone

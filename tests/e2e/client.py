@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import redis
 
-from tests.service import TEST_REDIS_URL, wait_for_job
+from tests.service import wait_for_job
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = REPO_DIR / "examples"
@@ -116,14 +115,3 @@ def poll_until(job_id: str, client: ApiClient, done: Any, *, timeout: float = 12
         assert job["status"] not in ("completed", "failed", "cancelled"), job
         assert time.monotonic() < deadline, f"condition not met within {timeout} s: {job}"
         time.sleep(0.02)
-
-
-def purge_keys(prefix: str) -> None:
-    """Delete every Redis key of one test deployment (its unique prefix on DB 15)."""
-    connection = redis.Redis.from_url(TEST_REDIS_URL)
-    try:
-        keys = list(connection.scan_iter(match=f"{prefix}*", count=500))
-        for start in range(0, len(keys), 500):
-            connection.delete(*keys[start : start + 500])
-    finally:
-        connection.close()

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.client import ApiClient, purge_keys
-from tests.service import ServiceEnv, running_serve
+from tests.e2e.client import ApiClient
+from tests.service import ServiceEnv, purge_keys, running_serve
 
 
 @pytest.fixture(scope="module")

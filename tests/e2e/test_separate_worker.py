@@ -17,8 +17,8 @@ import pytest
 from pipeline.settings import Settings
 from pipeline.store import VectorStore
 from tests.conftest import CORPUS_DIR
-from tests.e2e.client import EXAMPLES_DIR, ApiClient, assert_error, poll_until, purge_keys
-from tests.service import Process, ServiceEnv, start, wait_until_up
+from tests.e2e.client import EXAMPLES_DIR, ApiClient, assert_error, poll_until
+from tests.service import Process, ServiceEnv, purge_keys, start, wait_until_up
 
 DOCUMENTS = [
     EXAMPLES_DIR / "tika-sample-word-document.docx",

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.client import ApiClient, Json, purge_keys
+from tests.e2e.client import ApiClient, Json
 from tests.reliability import hostile
-from tests.service import Process, ServiceEnv, running_serve
+from tests.service import Process, ServiceEnv, purge_keys, running_serve
 
 LIMITS = {
     "DOCINGEST_MAX_PAGES": "2000",

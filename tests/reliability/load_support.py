@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 
 from pipeline.settings import Settings
-from tests.e2e.client import EXAMPLES_DIR, purge_keys
+from tests.e2e.client import EXAMPLES_DIR
 from tests.embedding_server import FakeEmbeddingServer
-from tests.service import ServiceEnv, running_serve
+from tests.service import ServiceEnv, purge_keys, running_serve
 
 Json = dict[str, Any]
 TERMINAL = ("completed", "failed", "cancelled")

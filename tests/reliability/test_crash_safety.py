@@ -22,7 +22,7 @@ from pipeline.keys import INGEST_QUEUE
 from pipeline.search import SearchRequest, search
 from pipeline.settings import Settings
 from pipeline.store_client import Connection
-from tests.e2e.client import EXAMPLES_DIR, Json, purge_keys
+from tests.e2e.client import EXAMPLES_DIR, Json
 from tests.embedding_server import FakeEmbeddingServer
 from tests.jobs_support import (
     FAKE_DIMENSIONS,
@@ -47,7 +47,7 @@ from tests.reliability.crash_support import (
     wait_for,
     wait_for_job_state,
 )
-from tests.service import TEST_REDIS_URL, ServiceEnv
+from tests.service import TEST_REDIS_URL, ServiceEnv, purge_keys
 from workers.app import INGEST_TASK, create_celery_app
 
 README = EXAMPLES_DIR / "docling-README.md"
