@@ -134,16 +134,7 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
     worker = EmbeddedWorker(celery_app, concurrency=settings.worker_concurrency)
     ticker = HousekeepingTicker(celery_app, services)
     app = create_app(services=services, celery=celery_app)
-    server = _Server(
-        uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level="warning",
-            log_config=_uvicorn_log_config(settings),
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-        )
-    )
+    server = _Server(_http_config(app, settings, log_level="warning"))
     base_url = f"http://{settings.host}:{settings.port}"
     worker.start()
     ticker.start()
@@ -195,15 +186,20 @@ def run_api(settings: Settings) -> int:
             "document listings need `docingest serve` or DOCINGEST_QDRANT_URL"
         )
     app = create_app(settings, owns_store=services.owns_store)
-    uvicorn.run(
+    uvicorn.Server(_http_config(app, settings, log_level="info")).run()
+    return 0
+
+
+def _http_config(app: Any, settings: Settings, *, log_level: str) -> uvicorn.Config:
+    """uvicorn's settings for `serve` and `api` alike: address, logging, graceful stop."""
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
-        log_level="info",
+        log_level=log_level,
         log_config=_uvicorn_log_config(settings),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
-    return 0
 
 
 def run_worker(
