@@ -9,7 +9,7 @@ from celery import Celery
 from fastapi import Depends, Request
 
 from api.auth import KeyRing, Principal
-from pipeline.jobs import JobStore
+from pipeline.jobs.state import JobStore
 from pipeline.services import Services
 from pipeline.store import VectorStore
 

@@ -9,7 +9,7 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from pipeline.errors import DependencyUnavailable
-from pipeline.jobs import JobStore
+from pipeline.jobs.state import JobStore
 from pipeline.keys import INGEST_QUEUE
 from workers.app import INGEST_TASK
 

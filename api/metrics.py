@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pipeline.embedding import COUNTERS
+from pipeline.embedders.base import COUNTERS
 from pipeline.errors import DependencyUnavailable
 from pipeline.keys import JobStatus
 from pipeline.services import Services

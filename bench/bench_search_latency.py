@@ -37,12 +37,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.embedding import EmbeddingConfig, ProgressCallback  # noqa: E402
+from pipeline.embedders.base import EmbeddingConfig, ProgressCallback  # noqa: E402
 from pipeline.search import SearchRequest, search  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.sparse import encode_document  # noqa: E402
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore  # noqa: E402
-from pipeline.store_filters import fields_filter  # noqa: E402
+from pipeline.store.filters import fields_filter  # noqa: E402
 
 DIMS = 384
 VOCABULARY = 30_000

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pipeline.chunking import ChunkingSpec
 from pipeline.errors import IngestError
 from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.settings import ChunkUnit, Settings
-from pipeline.store_models import ChunkingSpec
 
 PREVIEW_WORDS = 12
 

@@ -18,14 +18,14 @@ import uvicorn
 from celery.signals import worker_ready, worker_shutdown
 
 from api.app import create_app
-from docingest import worker_metrics
 from docingest.redis_server import RedisStartError, ensure_redis, redact_url
 from pipeline.errors import IngestError
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
-from pipeline.log_context import JobContextFilter, JsonFormatter
+from pipeline.log import JobContextFilter, JsonFormatter
 from pipeline.services import Services
 from pipeline.settings import Settings
 from workers import context
+from workers import metrics as worker_metrics
 from workers.app import create_celery_app
 from workers.embedded import EmbeddedWorker
 from workers.ticker import HousekeepingTicker
@@ -70,7 +70,7 @@ def configure_logging(level: str, *, log_format: str = "text") -> None:
     """Log to stderr at `level`, as text or one JSON object a line (`log_format`).
 
     Calling it again changes the format of the same handler; lines logged inside a job carry
-    its fields (`pipeline.log_context`).
+    its fields (`pipeline.log`).
     """
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == LOG_HANDLER), None)

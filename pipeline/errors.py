@@ -215,6 +215,6 @@ class EmbeddingUnavailable(TransientError):
 
 
 class DocumentBusy(TransientError):
-    """Another attempt holds the document's store lock (see `pipeline.fencing`)."""
+    """Another attempt holds the document's store lock (see `pipeline.store.fencing`)."""
 
     code = "document_busy"

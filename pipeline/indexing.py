@@ -15,7 +15,7 @@ Until `publish` the old version is untouched and the new points are invisible, s
 a crash leaves the index as it was; from `publish` to `retire` both versions are live and
 search shows one version per document. Point ids are deterministic, so re-running the same job
 (same version) overwrites its own staged points, and a re-run after `publish` only retires.
-`pipeline.fencing` hands out the versions: an attempt whose version is no longer the newest
+`pipeline.store.fencing` hands out the versions: an attempt whose version is no longer the newest
 drops its work (`Superseded`) instead of replacing a newer upload.
 """
 
@@ -30,12 +30,12 @@ from typing import Any, NoReturn
 import numpy as np
 
 from pipeline.chunking import Chunk
-from pipeline.embedding import Embedder, check_embedder_matches
+from pipeline.embedders.base import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
-from pipeline.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
 from pipeline.prepare import Prepared
 from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, StoredDocument, VectorStore
+from pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
 
 ProgressReporter = Callable[[str, int, int], None]
 """Called with (stage, done, total): stage "embedding" or "storing", counts of chunks."""

@@ -1,15 +1,15 @@
 """Every Redis key, queue name and job state name docingest uses, in one place.
 
-    {prefix}job:{job_id}              hash: one job (see `pipeline.jobs`); expires `ttl` after
+    {prefix}job:{job_id}              hash: one job (see `pipeline.jobs.state`); expires `ttl` after
                                       it finishes
     {prefix}jobs                      zset: every job id, scored by creation time
     {prefix}jobs:index:{index}        zset: the job ids of one index, scored by creation time
     {prefix}jobs:queued               zset: queued job ids, scored by when they were queued
     {prefix}jobs:running              zset: processing job ids, scored by their last heartbeat
     {prefix}jobs:finished             hash: jobs finished per terminal status (counters)
-    {prefix}version:{index}:{doc}     string: newest version handed out (`pipeline.fencing`)
-    {prefix}lock:{index}:{doc}        lock: a document's store phase (`pipeline.fencing`)
-    docingest:ratelimit:...           embedding rate limiter (`pipeline.ratelimit`): one
+    {prefix}version:{index}:{doc}     string: newest version handed out (`pipeline.store.fencing`)
+    {prefix}lock:{index}:{doc}        lock: a document's store phase (`pipeline.store.fencing`)
+    docingest:ratelimit:...           embedding rate limiter (`pipeline.embedders.ratelimit`): one
                                       prefix for all deployments, since a provider's limit
                                       belongs to its credential, not to a deployment
     {prefix}housekeeping:tick         string with a TTL: who runs the next sweep

@@ -9,13 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pipeline.chunking import Chunk, chunk_document
+from pipeline.chunking import Chunk, ChunkingSpec, chunk_document
 from pipeline.detect import detect
 from pipeline.document import Detection, ExtractedDocument, PageReporter, join_blocks
 from pipeline.extract import extract
 from pipeline.metadata import automatic_metadata
 from pipeline.settings import Settings
-from pipeline.store_models import ChunkingSpec
 from pipeline.tokens import length_function_for
 
 

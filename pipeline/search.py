@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.embedding import Embedder, QueryCache, check_embedder_matches
+from pipeline.embedders.base import Embedder, QueryCache, check_embedder_matches
 from pipeline.errors import IndexNotFound
 from pipeline.sparse import encode_query
 from pipeline.store import IndexConfig, ScoredChunk, SearchFilter, VectorStore

@@ -13,13 +13,14 @@ from pathlib import Path
 
 from redis import Redis
 
-from pipeline.embedding import Embedder, EmbeddingConfig, QueryCache, build_embedder
+from pipeline.chunking import ChunkingSpec
+from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache, build_embedder
 from pipeline.errors import StoreNotHere
-from pipeline.fencing import DocumentFence
-from pipeline.jobs import REDIS_DOWN, JobStore
+from pipeline.jobs.state import REDIS_DOWN, JobStore
 from pipeline.keys import Keys
 from pipeline.settings import Settings
-from pipeline.store import ChunkingSpec, IndexConfig, VectorStore
+from pipeline.store import IndexConfig, VectorStore
+from pipeline.store.fencing import DocumentFence
 
 REDIS_SOCKET_TIMEOUT = 10.0
 """Seconds one Redis command may take before it counts as Redis being unavailable."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from redis import Redis
 
-from pipeline.jobs import Job, JobSpec, JobStore
+from pipeline.jobs.state import Job, JobSpec, JobStore
 from pipeline.settings import Settings
 from tests.embedding_server import FakeEmbeddingServer
 from tests.service import TEST_REDIS_URL, purge_keys

@@ -7,7 +7,7 @@ The settings that keep jobs safe, each for a reason:
   does not sit on others' work.
 - the broker visibility timeout above the hard time limit (checked by `Settings`): a task
   still running is never delivered to a second worker (celery#5935).
-- no result backend: job state lives in our own Redis hashes (`pipeline.jobs`).
+- no result backend: job state lives in our own Redis hashes (`pipeline.jobs.state`).
 """
 
 from __future__ import annotations

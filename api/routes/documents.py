@@ -15,11 +15,11 @@ from api.enqueue import enqueue
 from api.upload import receive_upload
 from pipeline import metrics
 from pipeline.errors import DocumentNotFound, EmptyDocument, InvalidUpload
-from pipeline.fencing import KEEP_ALIVE_TIMEOUT
-from pipeline.jobs import JobSpec
+from pipeline.jobs.state import JobSpec
 from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
 from pipeline.store import StoredDocument, validate_index_name
+from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
 
 router = APIRouter(prefix="/v1/indexes/{index}/documents", tags=["documents"])
 

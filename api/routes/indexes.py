@@ -6,9 +6,10 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import PrincipalDep, ServicesDep, StoreDep
-from pipeline.embedding import EmbeddingConfig
+from pipeline.chunking import ChunkingSpec
+from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import IndexNotFound
-from pipeline.store import ChunkingSpec, IndexConfig, IndexInfo, validate_index_name
+from pipeline.store import IndexConfig, IndexInfo, validate_index_name
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"])
 

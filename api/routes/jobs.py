@@ -8,7 +8,7 @@ from pydantic import BaseModel
 from api.deps import CeleryDep, JobsDep, PrincipalDep, ServicesDep
 from api.enqueue import enqueue
 from pipeline.errors import Forbidden, JobStateConflict
-from pipeline.jobs import Job
+from pipeline.jobs.state import Job
 from pipeline.keys import JobStatus
 from pipeline.store import validate_index_name
 

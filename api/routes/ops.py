@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import PrincipalDep, StateDep
 from api.metrics import render
-from pipeline.embedding import EmbeddingConfig
+from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import IngestError
 from pipeline.services import Services
 

@@ -1,1 +1,1 @@
-"""Embedding providers behind `pipeline.embedding.Embedder`."""
+"""Embedding providers behind `pipeline.embedders.base.Embedder`."""

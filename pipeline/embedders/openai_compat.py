@@ -45,10 +45,10 @@ from pipeline.embedders.backoff import (
     decode_reply,
     describe,
 )
+from pipeline.embedders.base import COUNTERS, ProgressCallback, unit_normalise
 from pipeline.embedders.batching import KNOWN_MODELS, Batch, iter_batches, token_counter
-from pipeline.embedding import COUNTERS, ProgressCallback, unit_normalise
+from pipeline.embedders.ratelimit import NoRateLimit, RateLimiter, build_rate_limiter
 from pipeline.errors import EmbeddingFailed, EmbeddingUnavailable
-from pipeline.ratelimit import NoRateLimit, RateLimiter, build_rate_limiter
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 
-from docingest.worker_metrics import remove_stale_files
 from tests.deploy.compose import clean_environ
 from tests.service import DOCINGEST, TEST_REDIS_URL, free_port, purge_keys
+from workers.metrics import remove_stale_files
 
 
 def test_stale_metric_files_of_other_processes_are_removed(tmp_path: Path) -> None:

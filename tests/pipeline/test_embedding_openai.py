@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from redis import Redis
 
+from pipeline.embedders.base import COUNTERS
 from pipeline.embedders.batching import token_counter
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder, credential_scope
-from pipeline.embedding import COUNTERS
 from pipeline.errors import EmbeddingFailed, EmbeddingUnavailable, ProviderRateLimited
 from pipeline.settings import Settings
 from tests.embedding_server import FakeEmbeddingServer, RecordedRequest, fake_vector

@@ -18,7 +18,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from pipeline.errors import DependencyUnavailable, DocumentBusy
-from pipeline.fencing import DocumentFence
+from pipeline.store.fencing import DocumentFence
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def test_a_dead_holders_lock_expires(client: redis.Redis, fence: DocumentFence) 
 def test_a_lock_that_expired_while_held_is_released_quietly(
     fence: DocumentFence, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="pipeline.fencing"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.store.fencing"):
         with fence.lock("idx", "doc", timeout=0.2):
             time.sleep(0.4)
     assert "expired before release" in caplog.text
@@ -174,7 +174,7 @@ def test_a_kept_alive_lock_outlives_its_ttl_while_held(
 HOLD_AND_WAIT = """
 import sys, time
 import redis
-from pipeline.fencing import DocumentFence
+from pipeline.store.fencing import DocumentFence
 fence = DocumentFence(redis.Redis(host="127.0.0.1", port=6379, db=15), key_prefix=sys.argv[1])
 with fence.lock("idx", "doc", timeout=float(sys.argv[2]), keep_alive=True):
     print("held", flush=True)

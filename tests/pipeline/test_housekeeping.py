@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.housekeeping import STAGED_GRACE_SECONDS, sweep
+from pipeline.jobs.sweep import STAGED_GRACE_SECONDS, sweep
 from pipeline.keys import JobStatus
 from pipeline.services import Services
 from tests.jobs_support import job_spec, private_redis, service_settings, unique_prefix

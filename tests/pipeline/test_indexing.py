@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 import redis
 
+from pipeline.chunking import ChunkingSpec
+from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.local import LocalEmbedder
-from pipeline.embedding import COUNTERS, EmbeddingConfig
 from pipeline.errors import Cancelled, Superseded
-from pipeline.fencing import DocumentFence
 from pipeline.indexing import STEPS, IndexResult, index_document
 from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.search import SearchMode, SearchRequest, search
 from pipeline.settings import ChunkUnit, Settings
-from pipeline.store import ChunkingSpec, IndexConfig, VectorStore
+from pipeline.store import IndexConfig, VectorStore
+from pipeline.store.fencing import DocumentFence
 
 INDEX = "docs"
 DOC = "notes.txt"

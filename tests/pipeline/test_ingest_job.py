@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from pipeline.embedders.openai_compat import build_client, credential_scope
-from pipeline.ingest_job import RetryJob, run_job
-from pipeline.jobs import Job, JobStore
+from pipeline.jobs.runner import RetryJob, run_job
+from pipeline.jobs.state import Job, JobStore
 from pipeline.keys import JobStage, JobStatus
 from pipeline.prepare import prepare_document
 from pipeline.services import Services

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
-from pipeline.isolation import MIN_CPU_SECONDS, Limits, child_environment, prepare_isolated
+from pipeline.isolation.parent import MIN_CPU_SECONDS, Limits, child_environment, prepare_isolated
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
 

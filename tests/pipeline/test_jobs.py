@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from pipeline.errors import JobNotFound, JobStateConflict
-from pipeline.jobs import STAGE_SPANS, JobStore, stage_progress
+from pipeline.jobs.state import STAGE_SPANS, JobStore, stage_progress
 from pipeline.keys import JobStage, JobStatus, Keys
 from tests.jobs_support import job_spec, private_redis, unique_prefix
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.chunking import ChunkingSpec
 from pipeline.errors import IngestError
 from pipeline.prepare import prepare_document
 from pipeline.settings import ChunkUnit, Settings
-from pipeline.store_models import ChunkingSpec
 from tests.conftest import CORPUS_DIR
 
 FORMAT_BY_FOLDER = {

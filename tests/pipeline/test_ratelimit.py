@@ -18,8 +18,8 @@ import redis.exceptions
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from pipeline.embedders.ratelimit import NoRateLimit, RedisRateLimiter, build_rate_limiter
 from pipeline.errors import DependencyUnavailable, ProviderRateLimited
-from pipeline.ratelimit import NoRateLimit, RedisRateLimiter, build_rate_limiter
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 1.0
@@ -207,7 +207,7 @@ def test_unreachable_redis_is_a_dependency_error() -> None:
 HAMMER = """
 import json, sys, time
 import redis
-from pipeline.ratelimit import RedisRateLimiter
+from pipeline.embedders.ratelimit import RedisRateLimiter
 
 prefix, max_requests, max_tokens, window, start_at, stop_at, tokens, pause = sys.argv[1:]
 client = redis.Redis(host="127.0.0.1", port=6379, db=15)

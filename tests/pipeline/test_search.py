@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from pipeline.embedders.base import EmbeddingConfig, QueryCache
 from pipeline.embedders.local import LocalEmbedder
-from pipeline.embedding import EmbeddingConfig, QueryCache
 from pipeline.errors import IndexNotFound, InvalidFilter
 from pipeline.search import (
     RRF_K,

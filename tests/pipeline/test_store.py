@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.embedding import EmbeddingConfig
+from pipeline.chunking import ChunkingSpec
+from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import (
     DependencyUnavailable,
     DocumentNotFound,
@@ -28,7 +29,6 @@ from pipeline.errors import (
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.sparse import encode_document, encode_query
 from pipeline.store import (
-    ChunkingSpec,
     ChunkRecord,
     DocumentFields,
     IndexConfig,

@@ -25,7 +25,7 @@ from pipeline.keys import Keys
 from pipeline.services import Services
 from pipeline.settings import Settings
 from pipeline.store import ChunkRecord, VectorStore
-from pipeline.store_client import Connection
+from pipeline.store.connection import Connection
 from tests.e2e.client import ApiClient, Json
 from tests.embedding_server import FakeEmbeddingServer
 from tests.jobs_support import FAKE_DIMENSIONS, FAKE_MODEL

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.fencing import KEEP_ALIVE_TIMEOUT
-from pipeline.ingest_job import RetryJob, run_job
+from pipeline.jobs.runner import RetryJob, run_job
 from pipeline.keys import INGEST_QUEUE
 from pipeline.search import SearchRequest, search
 from pipeline.settings import Settings
-from pipeline.store_client import Connection
+from pipeline.store.connection import Connection
+from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
 from tests.e2e.client import EXAMPLES_DIR, Json
 from tests.embedding_server import FakeEmbeddingServer
 from tests.jobs_support import (

@@ -1,4 +1,4 @@
-"""The child side of `pipeline.isolation`: a fork server, `python -m pipeline.isolation_child`.
+"""The child side of `pipeline.isolation.parent`: a fork server (`-m pipeline.isolation.child`).
 
 It imports the parsers once, then for each request (one JSON line on stdin, limits included)
 forks a grandchild that sets `RLIMIT_AS`/`RLIMIT_CPU`, parses, and writes progress and the
@@ -51,10 +51,10 @@ def _parse(request: dict[str, Any]) -> None:
     """Prepare one file and send the outcome (runs in the limited grandchild)."""
     from pathlib import Path
 
+    from pipeline.chunking import ChunkingSpec
     from pipeline.errors import CorruptDocument, DocumentTooLarge, IngestError
     from pipeline.prepare import prepare_document
     from pipeline.settings import Settings
-    from pipeline.store_models import ChunkingSpec
 
     try:
         settings = Settings(**request["settings"])

@@ -19,8 +19,8 @@ from pipeline import metrics
 from pipeline.errors import DocumentNotFound, IndexConflict, IndexNotFound
 from pipeline.settings import Settings
 from pipeline.sparse import SparseTerms
-from pipeline.store_client import Connection
-from pipeline.store_filters import (
+from pipeline.store.connection import Connection
+from pipeline.store.filters import (
     CORE_INDEXES,
     DENSE,
     SearchFilter,
@@ -35,7 +35,7 @@ from pipeline.store_filters import (
     scored_chunk,
     stored_config,
 )
-from pipeline.store_models import (
+from pipeline.store.models import (
     DOCUMENT_PAYLOAD_KEYS,
     RESULT_PAYLOAD_KEYS,
     ChunkingSpec,

@@ -1,4 +1,4 @@
-"""The Lua scripts that change job hashes atomically (see `pipeline.jobs`).
+"""The Lua scripts that change job hashes atomically (see `pipeline.jobs.state`).
 
 Each reads the time from Redis, so every host agrees on it.
 """

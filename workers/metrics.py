@@ -4,10 +4,10 @@ With the prefork pool the jobs run in child processes. Each child records into f
 `PROMETHEUS_MULTIPROC_DIR` (prometheus-client's multiprocess mode) and the main process serves
 their sum, so a scrape sees every child, and a child recycled by `--max-tasks-per-child` keeps
 its counts. With the threads or solo pool one process does everything, and no directory is
-needed. The parsing children of `pipeline.isolation` never import prometheus-client, so they
+needed. The parsing children of `pipeline.isolation.parent` never import prometheus-client, so they
 leave no files behind.
 
-The embedding counters are plain per-process totals (`pipeline.embedding.COUNTERS`, which the
+The embedding counters are plain per-process totals (`pipeline.embedders.base.COUNTERS`, which the
 API serves as they are); `EmbeddingBridge` copies their growth into Prometheus counters of the
 same names after each task and every few seconds while one runs.
 """
@@ -25,7 +25,7 @@ from celery.signals import task_postrun, worker_process_init, worker_process_shu
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from pipeline.embedding import COUNTERS
+from pipeline.embedders.base import COUNTERS
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SYNC_SECONDS = 5.0

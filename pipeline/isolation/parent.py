@@ -3,7 +3,7 @@
 Parsers are where hostile input bites: a decompression bomb, a cyclic page tree, a layout
 pathology. Run inside the worker, one such file would take the whole worker (and, in the
 embedded topology, the whole server) down with it. Here detect → extract → chunk runs in a
-child forked, per upload, from a small fork server (`pipeline.isolation_child`, one per job
+child forked, per upload, from a small fork server (`pipeline.isolation.child`, one per job
 slot, started once with the parsers imported); the child sets `RLIMIT_AS` and `RLIMIT_CPU`
 before it reads a byte, and a wall-clock deadline is enforced here. Whatever the file does, only
 the child dies, and the job fails with a code:
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline.chunking import Chunk
+from pipeline.chunking import Chunk, ChunkingSpec
 from pipeline.document import PageReporter
 from pipeline.errors import (
     CorruptDocument,
@@ -47,7 +47,6 @@ from pipeline.errors import (
     PermanentError,
 )
 from pipeline.settings import Settings
-from pipeline.store_models import ChunkingSpec
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +107,11 @@ def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class _Server:
-    """One `pipeline.isolation_child` fork server and the threads that read its output."""
+    """One `pipeline.isolation.child` fork server and the threads that read its output."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.isolation_child"],
+            [sys.executable, "-m", "pipeline.isolation.child"],
             env=child_environment(os.environ),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.embedding import EmbeddingConfig
+from pipeline.chunking import ChunkingSpec
+from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import InvalidIndexName
-from pipeline.settings import ChunkUnit, Settings
 from pipeline.sparse import SparseTerms
 
 DOCINGEST_NAMESPACE = uuid.UUID("7d4f3c1e-5b0a-5d2e-9c8f-2a6b1e0d4c3f")
@@ -39,30 +39,6 @@ def point_id(index: str, document_id: str, version: int, chunk_index: int) -> st
 
 def _now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-class ChunkingSpec(BaseModel):
-    """How an index's documents are split; `chunk_overlap` is in `unit`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    chunk_size: int = Field(default=1000, gt=0)
-    chunk_overlap: int = Field(default=150, ge=0)
-    unit: ChunkUnit = ChunkUnit.CHARS
-
-    @model_validator(mode="after")
-    def _check_overlap(self) -> ChunkingSpec:
-        if self.chunk_overlap >= self.chunk_size:
-            raise ValueError("chunk_overlap must be smaller than chunk_size")
-        return self
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ChunkingSpec:
-        return cls(
-            chunk_size=settings.chunk_size,
-            chunk_overlap=settings.chunk_overlap,
-            unit=settings.chunk_unit,
-        )
 
 
 class IndexConfig(BaseModel):

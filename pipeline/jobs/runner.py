@@ -1,7 +1,7 @@
 """Run one ingestion job: claim it, prepare the staged upload, index it, record the outcome.
 
 This is everything an ingest task does; the Celery task only turns `RetryJob` into a retry.
-Each attempt owns the job through its attempt number (see `pipeline.jobs`); if the sweep gives
+Each attempt owns the job through its attempt number (see `pipeline.jobs.state`); if the sweep gives
 the job to another attempt meanwhile, this one notices at its next heartbeat or update and
 stops without recording anything. The document version is allocated once per job and kept in
 the job, so a redelivered job rewrites the same deterministic points instead of adding more.
@@ -19,7 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pipeline import log_context, metrics
+from pipeline import log as log_context
+from pipeline import metrics
 from pipeline.errors import (
     Cancelled,
     DependencyUnavailable,
@@ -28,8 +29,8 @@ from pipeline.errors import (
     TransientError,
 )
 from pipeline.indexing import IndexResult, index_document
-from pipeline.isolation import prepare_isolated
-from pipeline.jobs import REDIS_DOWN, JobStore, JobWork, stage_progress
+from pipeline.isolation.parent import prepare_isolated
+from pipeline.jobs.state import REDIS_DOWN, JobStore, JobWork, stage_progress
 from pipeline.keys import JobStage
 from pipeline.prepare import Prepared, prepare_document
 from pipeline.services import Services

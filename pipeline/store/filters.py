@@ -21,7 +21,7 @@ from qdrant_client import models
 from pipeline.errors import InvalidFilter
 from pipeline.settings import Settings
 from pipeline.sparse import SparseTerms
-from pipeline.store_models import (
+from pipeline.store.models import (
     RESULT_PAYLOAD_KEYS,
     ChunkRecord,
     IndexConfig,

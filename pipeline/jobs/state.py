@@ -27,7 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pipeline.errors import DependencyUnavailable, JobNotFound, JobStateConflict
-from pipeline.job_scripts import CANCEL, CLAIM, FINISH, REQUEUE, RETRY, UPDATE
+from pipeline.jobs.scripts import CANCEL, CLAIM, FINISH, REQUEUE, RETRY, UPDATE
 from pipeline.keys import JobStage, JobStatus, Keys
 
 if TYPE_CHECKING:
