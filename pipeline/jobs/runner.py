@@ -30,9 +30,10 @@ from pipeline.errors import (
 )
 from pipeline.indexing import IndexResult, index_document
 from pipeline.isolation.parent import prepare_isolated
-from pipeline.jobs.state import REDIS_DOWN, JobStore, JobWork, stage_progress
+from pipeline.jobs.state import JobStore, JobWork, stage_progress
 from pipeline.keys import JobStage
 from pipeline.prepare import Prepared, prepare_document
+from pipeline.redis_errors import map_redis_errors
 from pipeline.services import Services
 
 log = logging.getLogger(__name__)
@@ -271,7 +272,7 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
         version = services.fence.next_version(job.index, job.document_id, floor=floor)
         if not jobs.set_version(job.job_id, attempt, version):
             raise LostJob()
-    try:
+    with map_redis_errors():  # the fence's Redis calls, which the store phase makes
         result = index_document(
             prepared,
             index=job.index,
@@ -285,8 +286,6 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
             on_progress=report.chunks,
             should_cancel=should_cancel,
         )
-    except REDIS_DOWN as exc:
-        raise DependencyUnavailable(f"Redis is unavailable: {exc}") from exc
     report.finish_stage()
     report.update(
         chunks_total=result.chunks, chunks_embedded=result.chunks, chunks_done=result.chunks

@@ -23,17 +23,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from pipeline.errors import DependencyUnavailable, JobNotFound, JobStateConflict
+from pipeline.errors import JobNotFound, JobStateConflict
 from pipeline.jobs.scripts import CANCEL, CLAIM, FINISH, REQUEUE, RETRY, UPDATE
 from pipeline.keys import JobStage, JobStatus, Keys
+from pipeline.redis_errors import map_redis_errors
 
 if TYPE_CHECKING:
     from redis import Redis
-
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
 
 STAGE_SPANS: dict[JobStage, tuple[float, float]] = {
     JobStage.DETECTING: (0.0, 0.02),
@@ -184,7 +181,7 @@ class JobStore:
     def create(self, spec: JobSpec) -> Job:
         """Record a new `queued` job."""
         keys = self.keys
-        try:
+        with map_redis_errors():
             now = self._now()
             fields = {
                 "job_id": spec.job_id,
@@ -214,8 +211,6 @@ class JobStore:
                 pipe.zadd(keys.index_jobs(spec.index), {spec.job_id: now})
                 pipe.zadd(keys.queued, {spec.job_id: now})
                 pipe.execute()
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
         return job_from_hash(fields)
 
     def get(self, job_id: str) -> Job:
@@ -239,7 +234,7 @@ class JobStore:
         key = self.keys.index_jobs(index) if index else self.keys.jobs
         found: list[Job] = []
         start, page = 0, max(limit, 100)
-        try:
+        with map_redis_errors():
             while len(found) < limit:
                 ids: list[str] = self._redis.zrevrange(key, start, start + page - 1)  # type: ignore[assignment]
                 if not ids:
@@ -257,8 +252,6 @@ class JobStore:
                 for raw in raws:
                     if raw and (status is None or raw["status"] == status.value):
                         found.append(job_from_hash(raw))
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
         return found[:limit]
 
     def cancel(self, job_id: str) -> Job:
@@ -289,22 +282,19 @@ class JobStore:
     def mark_unqueueable(self, job_id: str, error: Mapping[str, str]) -> None:
         """Fail a job that could not be handed to the queue at all (the API answers 503)."""
         keys = self.keys
-        try:
-            with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hset(
-                    keys.job(job_id),
-                    mapping={
-                        "status": JobStatus.FAILED.value,
-                        "finished_at": repr(self._now()),
-                        "error": json.dumps(dict(error)),
-                    },
-                )
-                pipe.zrem(keys.queued, job_id)
-                pipe.hincrby(keys.finished, JobStatus.FAILED.value, 1)
-                pipe.expire(keys.job(job_id), self.ttl_seconds)
-                pipe.execute()
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
+        with map_redis_errors(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                keys.job(job_id),
+                mapping={
+                    "status": JobStatus.FAILED.value,
+                    "finished_at": repr(self._now()),
+                    "error": json.dumps(dict(error)),
+                },
+            )
+            pipe.zrem(keys.queued, job_id)
+            pipe.hincrby(keys.finished, JobStatus.FAILED.value, 1)
+            pipe.expire(keys.job(job_id), self.ttl_seconds)
+            pipe.execute()
 
     # --- the worker side ----------------------------------------------------------------
 
@@ -468,17 +458,9 @@ class JobStore:
         return seconds + micros / 1_000_000
 
     def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        try:
+        with map_redis_errors():
             return script(keys=keys, args=args)
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
 
     def _call_plain(self, read: Any) -> Any:
-        try:
+        with map_redis_errors():
             return read()
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
-
-
-def _unavailable(exc: Exception) -> DependencyUnavailable:
-    return DependencyUnavailable(f"Redis is unavailable: {exc}")
