@@ -15,7 +15,7 @@ from api.enqueue import enqueue
 from api.upload import receive_upload
 from pipeline import metrics
 from pipeline.errors import DocumentNotFound, EmptyDocument, InvalidUpload
-from pipeline.jobs.state import JobSpec
+from pipeline.jobs.job import JobSpec
 from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
 from pipeline.store import StoredDocument

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 from api.deps import CeleryDep, JobsDep, PrincipalDep, ServicesDep, authorize_index
 from api.enqueue import enqueue
 from pipeline.errors import Forbidden, JobStateConflict
-from pipeline.jobs.state import Job
+from pipeline.jobs.job import Job
 from pipeline.keys import JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
