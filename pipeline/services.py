@@ -14,7 +14,8 @@ from pathlib import Path
 from redis import Redis
 
 from pipeline.chunking import ChunkingSpec
-from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache, build_embedder
+from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
+from pipeline.embedders.registry import build_embedder
 from pipeline.errors import StoreNotHere
 from pipeline.jobs.state import JobStore
 from pipeline.keys import Keys
