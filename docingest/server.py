@@ -22,7 +22,7 @@ from api.app import create_app
 from docingest.redis_server import RedisStartError, ensure_redis, redact_url
 from pipeline.errors import IngestError
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
-from pipeline.log import JobContextFilter, JsonFormatter
+from pipeline.log import configure_logging
 from pipeline.services import Services
 from pipeline.settings import Settings
 from workers import context
@@ -37,13 +37,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("docingest")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
-LOG_HANDLER = "docingest"
-TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""Open requests get this long to finish when the server is stopped."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 CELERY_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 """Celery's "received" / "succeeded" lines, one pair per task: quiet in `serve`, whose terminal
 also shows the seed summary (every housekeeping sweep would print two lines)."""
-"""Open requests get this long to finish when the server is stopped."""
 
 
 class _Server(uvicorn.Server):
@@ -76,24 +74,6 @@ class _BadWorkerOptions(StartupError):
     """The worker's command-line options cannot work with this store (a usage error)."""
 
     exit_status = 2
-
-
-def configure_logging(level: str, *, log_format: str = "text") -> None:
-    """Log to stderr at `level`, as text or one JSON object a line (`log_format`).
-
-    Calling it again changes the format of the same handler; lines logged inside a job carry
-    its fields (`pipeline.log`).
-    """
-    root = logging.getLogger()
-    handler = next((h for h in root.handlers if h.get_name() == LOG_HANDLER), None)
-    if handler is None:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.set_name(LOG_HANDLER)
-        handler.addFilter(JobContextFilter())
-        root.addHandler(handler)
-    json_lines = log_format == "json"
-    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(TEXT_LOG_FORMAT))
-    root.setLevel(level.upper())
 
 
 def check_dependencies(services: Services, *, store: bool) -> None:
