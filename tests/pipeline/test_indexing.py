@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
@@ -21,6 +19,7 @@ from pipeline.search import SearchMode, SearchRequest, search
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import DocumentFence
+from tests.support.redis_db import TestRedis
 
 INDEX = "docs"
 DOC = "notes.txt"
@@ -69,14 +68,8 @@ def store() -> Iterator[VectorStore]:
 
 
 @pytest.fixture
-def fence() -> Iterator[DocumentFence]:
-    client = redis.Redis(host="127.0.0.1", port=6379, db=15)
-    prefix = f"test-indexing:{uuid.uuid4().hex}:"
-    yield DocumentFence(client, key_prefix=prefix)
-    keys = list(client.scan_iter(match=f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+def fence(redis_db: TestRedis) -> DocumentFence:
+    return DocumentFence(redis_db.client, key_prefix=redis_db.prefix)
 
 
 def prepare(paragraphs: list[str], *, marker: str = "") -> PreparedDocument:
