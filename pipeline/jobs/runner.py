@@ -40,7 +40,7 @@ from pipeline.services import Services
 log = logging.getLogger(__name__)
 
 
-class RetryJob(Exception):  # noqa: N818 - an instruction to the task, not an error
+class RetryJob(Exception):  # not named ...Error: an instruction to the task, not an error
     """The job met a transient error and was re-queued: run it again after `countdown` s."""
 
     def __init__(self, countdown: float, cause: TransientError) -> None:
@@ -49,7 +49,7 @@ class RetryJob(Exception):  # noqa: N818 - an instruction to the task, not an er
         self.cause = cause
 
 
-class LostJob(Exception):  # noqa: N818
+class LostJob(Exception):
     """This attempt no longer owns the job (re-queued by the sweep, or finished elsewhere)."""
 
 
