@@ -342,7 +342,7 @@ def main() -> int:
         )
         try:
             with (
-                running_serve(env) as process,
+                running_serve(env, purge=False) as process,
                 httpx.Client(base_url=env.base_url, timeout=120) as client,
             ):
                 pid = process.popen.pid

@@ -1,4 +1,5 @@
-"""Shared fixtures: the sample corpus, the test Redis and the fake embedding server.
+"""Shared fixtures: the sample corpus, the test Redis, the fake embedding server and a real
+`docingest serve`.
 
 The helpers behind them live in `tests/support/`.
 """
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.docingest_service import ServiceEnv, running_serve
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.paths import CORPUS_DIR
 from tests.support.redis_db import TestRedis, private_redis, unique_prefix
@@ -36,3 +38,12 @@ def embedding_server() -> Iterator[FakeEmbeddingServer]:
     """The fake OpenAI-compatible embedding server (real HTTP), `FAKE_DIMENSIONS` wide."""
     with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def serve_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
+    """A real `docingest serve` (API and in-process worker, local model, local-mode Qdrant in
+    a temporary directory, its own key prefix on DB 15) for the whole module; its environment."""
+    env = ServiceEnv(data_dir=tmp_path_factory.mktemp("serve"))
+    with running_serve(env):
+        yield env

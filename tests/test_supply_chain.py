@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import tomllib
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+from tests.support.paths import REPO_DIR
+
+PYPROJECT = REPO_DIR / "pyproject.toml"
 
 ADVISORIES = [
     # (distribution, first fixed release, advisory)

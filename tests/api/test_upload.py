@@ -24,9 +24,9 @@ from starlette.routing import Route
 
 from api.upload import display_filename, receive_upload
 from pipeline.errors import IngestError, UploadTooLarge
+from tests.support.paths import EXAMPLES_DIR
 from tests.support.uvicorn_server import serve_app
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 BOUNDARY = "docingest-test-7MA4YWxkTrZu0gW"
 MULTIPART = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024

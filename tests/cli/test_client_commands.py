@@ -23,8 +23,9 @@ from tests.support.docingest_service import (
     running_serve,
     start,
 )
+from tests.support.paths import EXAMPLES_DIR
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = EXAMPLES_DIR
 SMALL_EXAMPLES = (
     "docling-README.md",
     "tika-sample-word-document.docx",

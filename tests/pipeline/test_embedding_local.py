@@ -20,8 +20,9 @@ from pipeline.embedders.registry import build_embedder
 from pipeline.errors import EmbeddingFailed
 from pipeline.settings import Settings
 from pipeline.tokens import TokenCounter
+from tests.support.paths import REPO_DIR
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = REPO_DIR
 
 # SciFact test queries and the abstract judged relevant to each (qrels/test.tsv).
 SCIFACT_PAIRS = [

@@ -12,8 +12,9 @@ from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedForm
 from pipeline.isolation.parent import MIN_CPU_SECONDS, Limits, child_environment, prepare_isolated
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
+from tests.support.paths import EXAMPLES_DIR
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = EXAMPLES_DIR
 RFC = EXAMPLES / "rfc6455-websocket.txt"
 
 

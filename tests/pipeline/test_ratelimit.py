@@ -19,7 +19,7 @@ from redis.retry import Retry
 from pipeline.embedders.ratelimit import NoRateLimit, RedisRateLimiter, build_rate_limiter
 from pipeline.errors import DependencyUnavailable, ProviderRateLimited
 from tests.support.paths import REPO_DIR
-from tests.support.redis_db import TestRedis
+from tests.support.redis_db import TEST_REDIS_URL, TestRedis
 
 WINDOW = 1.0
 """Window length of most tests; the production default is 60 s."""
@@ -193,8 +193,8 @@ import json, sys, time
 import redis
 from pipeline.embedders.ratelimit import RedisRateLimiter
 
-prefix, max_requests, max_tokens, window, start_at, stop_at, tokens, pause = sys.argv[1:]
-client = redis.Redis(host="127.0.0.1", port=6379, db=15)
+url, prefix, max_requests, max_tokens, window, start_at, stop_at, tokens, pause = sys.argv[1:]
+client = redis.Redis.from_url(url)
 limit = RedisRateLimiter(
     client, scope="openai:key-1", max_requests=int(max_requests), max_tokens=int(max_tokens),
     window_seconds=float(window), key_prefix=prefix,
@@ -225,7 +225,17 @@ def test_two_processes_share_one_limit(redis_db: TestRedis, case: str) -> None:
     max_requests, max_tokens, sizes, pause = CASES[case]
     start_at = time.time() + 1.0  # time for both interpreters to start
     stop_at = start_at + 3.5 * WINDOW
-    argv = [redis_db.prefix, max_requests, max_tokens, WINDOW, start_at, stop_at, sizes, pause]
+    argv = [
+        TEST_REDIS_URL,
+        redis_db.prefix,
+        max_requests,
+        max_tokens,
+        WINDOW,
+        start_at,
+        stop_at,
+        sizes,
+        pause,
+    ]
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", HAMMER, *map(str, argv)],

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +20,9 @@ from pipeline.sparse import (
     encode_query,
     term_index,
 )
+from tests.support.paths import REPO_DIR
 
-REPO_ROOT = Path(__file__).parents[2]
+REPO_ROOT = REPO_DIR
 
 
 def weights(terms: SparseTerms) -> dict[int, float]:

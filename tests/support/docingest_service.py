@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 
 from pipeline.keys import TERMINAL_STATUSES
-from tests.support.redis_db import TEST_REDIS_URL
+from tests.support.redis_db import TEST_REDIS_URL, purge_keys
 from tests.support.waiting import wait_until
 
 DOCINGEST = Path(sys.executable).with_name("docingest")
@@ -122,14 +122,18 @@ def wait_until_up(process: Process, base_url: str, *, timeout: float = 120.0) ->
 
 
 @contextmanager
-def running_serve(env: ServiceEnv) -> Iterator[Process]:
-    """`docingest serve` (API and worker in one process) for the duration of the block."""
+def running_serve(env: ServiceEnv, *, purge: bool = True) -> Iterator[Process]:
+    """`docingest serve` (API and worker in one process) for the duration of the block; then
+    its Redis keys are deleted (unless `purge` is false: a caller whose Redis may have gone
+    with the service deletes them itself)."""
     process = start(["serve"], env, name="serve")
     try:
         wait_until_up(process, env.base_url)
         yield process
     finally:
         process.stop()
+        if purge:
+            purge_keys(env.key_prefix)
 
 
 def wait_for_job(

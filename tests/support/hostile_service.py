@@ -22,7 +22,6 @@ from typing import Any
 from tests.support import hostile_files as hostile
 from tests.support.docingest_service import Process, ServiceEnv, running_serve
 from tests.support.http_client import ApiClient, Json
-from tests.support.redis_db import purge_keys
 
 LIMITS = {
     "DOCINGEST_MAX_PAGES": "2000",
@@ -208,12 +207,9 @@ def children(pid: int) -> list[tuple[int, str]]:
 def deployed(data_dir: Path) -> Iterator[Deployment]:
     """Run `docingest serve` with `LIMITS` on `data_dir`; write the report at the end."""
     env = ServiceEnv(data_dir=data_dir, extra=dict(LIMITS))
-    try:
-        with running_serve(env) as process:
-            deployment = Deployment(env=env, process=process, api=ApiClient(env.base_url))
-            yield deployment
-            deployment.api.close()
-            if report := os.environ.get(REPORT_ENV):
-                Path(report).write_text(json.dumps(deployment.outcomes, indent=1) + "\n")
-    finally:
-        purge_keys(env.key_prefix)
+    with running_serve(env) as process:
+        deployment = Deployment(env=env, process=process, api=ApiClient(env.base_url))
+        yield deployment
+        deployment.api.close()
+        if report := os.environ.get(REPORT_ENV):
+            Path(report).write_text(json.dumps(deployment.outcomes, indent=1) + "\n")

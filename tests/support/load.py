@@ -29,7 +29,6 @@ from pipeline.settings import Settings
 from tests.support.docingest_service import ServiceEnv, running_serve
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.paths import EXAMPLES_DIR
-from tests.support.redis_db import purge_keys
 
 Json = dict[str, Any]
 
@@ -171,11 +170,8 @@ def serving(data_dir: Path) -> Iterator[ServiceEnv]:
     """The fake embedding server and `docingest serve`; Redis keys removed afterwards."""
     with FakeEmbeddingServer() as fake:
         env = production_env(data_dir, fake)
-        try:
-            with running_serve(env):
-                yield env
-        finally:
-            purge_keys(env.key_prefix)
+        with running_serve(env):
+            yield env
 
 
 def _upload(client: httpx.Client, index: str, upload: Upload) -> Sent:

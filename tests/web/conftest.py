@@ -1,4 +1,5 @@
-"""Fixtures for the browser tests: a real `docingest serve`, headless Chromium, screenshots."""
+"""Fixtures for the browser tests: headless Chromium, screenshots, and a client of the module's
+real `docingest serve` (`serve_env`, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,13 @@ import pytest
 from selenium import webdriver
 
 from tests.support.browser import Screenshots, missing_browser, start_chromium
-from tests.support.docingest_service import ServiceEnv, running_serve
+from tests.support.docingest_service import ServiceEnv
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
-    """One real `docingest serve` (API and in-process worker) for the test module."""
-    env = ServiceEnv(data_dir=tmp_path_factory.mktemp("web-serve"))
-    with running_serve(env):
-        yield env
-
-
-@pytest.fixture(scope="module")
-def api(service: ServiceEnv) -> Iterator[httpx.Client]:
+def api(serve_env: ServiceEnv) -> Iterator[httpx.Client]:
     """An HTTP client of the same service, to set up and check what the page shows."""
-    with httpx.Client(base_url=service.base_url, timeout=60) as client:
+    with httpx.Client(base_url=serve_env.base_url, timeout=60) as client:
         yield client
 
 

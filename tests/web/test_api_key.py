@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -16,13 +15,14 @@ from selenium.webdriver.support.ui import Select
 from tests.support import web_page as page
 from tests.support.browser import Screenshots, text_of, wait_for
 from tests.support.docingest_service import ServiceEnv, running_serve
+from tests.support.paths import EXAMPLES_DIR
 
 KEY = "web-test-key-4f2a9c"
-DOCX = Path(__file__).resolve().parents[2] / "examples" / "tika-sample-word-document.docx"
+DOCX = EXAMPLES_DIR / "tika-sample-word-document.docx"
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
+def serve_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
     env = ServiceEnv(
         data_dir=tmp_path_factory.mktemp("web-keyed"),
         extra={"DOCINGEST_API_KEYS": json.dumps([{"key": KEY}])},
@@ -32,14 +32,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
 
 
 @pytest.fixture(scope="module")
-def api(service: ServiceEnv) -> Iterator[httpx.Client]:
+def api(serve_env: ServiceEnv) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {KEY}"}
-    with httpx.Client(base_url=service.base_url, headers=headers, timeout=60) as client:
+    with httpx.Client(base_url=serve_env.base_url, headers=headers, timeout=60) as client:
         yield client
 
 
-def test_page_and_its_files_load_without_a_key(service: ServiceEnv) -> None:
-    with httpx.Client(base_url=service.base_url, timeout=30) as anonymous:
+def test_page_and_its_files_load_without_a_key(serve_env: ServiceEnv) -> None:
+    with httpx.Client(base_url=serve_env.base_url, timeout=30) as anonymous:
         index = anonymous.get("/")
         assert index.status_code == 200
         assert index.headers["content-type"].startswith("text/html")
@@ -53,10 +53,10 @@ def test_page_and_its_files_load_without_a_key(service: ServiceEnv) -> None:
 
 
 def test_key_is_asked_for_then_used(
-    browser: webdriver.Chrome, service: ServiceEnv, api: httpx.Client, shots: Screenshots
+    browser: webdriver.Chrome, serve_env: ServiceEnv, api: httpx.Client, shots: Screenshots
 ) -> None:
     api.put("/v1/indexes/keyed", json={}).raise_for_status()
-    page.open_page(browser, service.base_url)
+    page.open_page(browser, serve_env.base_url)
     message = browser.find_element(By.ID, "message")
     wait_for(browser, lambda d: message.is_displayed(), timeout=30, message="no 401 message")
     shots.take("no-key")

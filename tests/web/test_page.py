@@ -15,9 +15,9 @@ from selenium.webdriver.support.ui import Select
 from tests.support import web_page as page
 from tests.support.browser import Screenshots, console_errors, text_of, wait_for
 from tests.support.docingest_service import ServiceEnv, wait_for_job
-from tests.support.paths import CORPUS_DIR
+from tests.support.paths import CORPUS_DIR, EXAMPLES_DIR
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = EXAMPLES_DIR
 README = EXAMPLES / "docling-README.md"
 DOCX = EXAMPLES / "tika-sample-word-document.docx"
 RFC = EXAMPLES / "rfc6455-websocket.txt"
@@ -41,9 +41,9 @@ def ingest(api: httpx.Client, index: str, path: Path) -> dict[str, object]:
 
 
 def test_upload_two_documents_follow_progress_and_search(
-    browser: webdriver.Chrome, service: ServiceEnv, api: httpx.Client, shots: Screenshots
+    browser: webdriver.Chrome, serve_env: ServiceEnv, api: httpx.Client, shots: Screenshots
 ) -> None:
-    page.open_page(browser, service.base_url)
+    page.open_page(browser, serve_env.base_url)
     shots.take("opened")
 
     browser.find_element(By.ID, "new-index").send_keys("web-upload")
@@ -147,12 +147,12 @@ def test_upload_two_documents_follow_progress_and_search(
 
 
 def test_delete_a_document(
-    browser: webdriver.Chrome, service: ServiceEnv, api: httpx.Client, shots: Screenshots
+    browser: webdriver.Chrome, serve_env: ServiceEnv, api: httpx.Client, shots: Screenshots
 ) -> None:
     create_index(api, "web-delete")
     ingest(api, "web-delete", README)
     ingest(api, "web-delete", DOCX)
-    page.open_page(browser, service.base_url)
+    page.open_page(browser, serve_env.base_url)
     page.choose_index(browser, "web-delete")
     wait_for(browser, lambda d: set(page.document_rows(d)) == {README.name, DOCX.name})
     shots.take("before-delete")
@@ -180,10 +180,10 @@ def test_delete_a_document(
 
 
 def test_corrupt_files_show_their_error(
-    browser: webdriver.Chrome, service: ServiceEnv, api: httpx.Client, shots: Screenshots
+    browser: webdriver.Chrome, serve_env: ServiceEnv, api: httpx.Client, shots: Screenshots
 ) -> None:
     create_index(api, "web-corrupt")
-    page.open_page(browser, service.base_url)
+    page.open_page(browser, serve_env.base_url)
     page.choose_index(browser, "web-corrupt")
     page.choose_files(browser, [TRUNCATED_PDF])
     page.drop_file(browser, HEADER_ONLY_PDF.name, HEADER_ONLY_PDF.read_bytes())
@@ -205,7 +205,7 @@ def test_corrupt_files_show_their_error(
 
 def test_server_text_is_shown_as_text(
     browser: webdriver.Chrome,
-    service: ServiceEnv,
+    serve_env: ServiceEnv,
     api: httpx.Client,
     shots: Screenshots,
     tmp_path: Path,
@@ -214,7 +214,7 @@ def test_server_text_is_shown_as_text(
     document = tmp_path / f"{markup}.md"
     document.write_text(f"# Injection {markup}\n\nThe zebra passage {markup} stays text.\n")
     create_index(api, "web-escape")
-    page.open_page(browser, service.base_url)
+    page.open_page(browser, serve_env.base_url)
     page.choose_index(browser, "web-escape")
     browser.find_element(By.ID, "meta-doc-type").send_keys(markup)
     page.choose_files(browser, [document])
@@ -240,7 +240,7 @@ def test_server_text_is_shown_as_text(
 @pytest.mark.parametrize("size", [(390, 844)])
 def test_narrow_screen_has_no_horizontal_scroll(
     browser: webdriver.Chrome,
-    service: ServiceEnv,
+    serve_env: ServiceEnv,
     api: httpx.Client,
     shots: Screenshots,
     tmp_path: Path,
@@ -256,7 +256,7 @@ def test_narrow_screen_has_no_horizontal_scroll(
         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": True},
     )
     try:
-        page.open_page(browser, service.base_url)
+        page.open_page(browser, serve_env.base_url)
         page.choose_index(browser, "web-narrow")
         page.choose_files(browser, [HEADER_ONLY_PDF])
         page.wait_for_uploads(browser, [HEADER_ONLY_PDF.name])
@@ -271,10 +271,10 @@ def test_narrow_screen_has_no_horizontal_scroll(
 
 
 def test_cancel_a_running_upload(
-    browser: webdriver.Chrome, service: ServiceEnv, api: httpx.Client, shots: Screenshots
+    browser: webdriver.Chrome, serve_env: ServiceEnv, api: httpx.Client, shots: Screenshots
 ) -> None:
     create_index(api, "web-cancel")
-    page.open_page(browser, service.base_url)
+    page.open_page(browser, serve_env.base_url)
     page.choose_index(browser, "web-cancel")
     page.choose_files(browser, [RFC])
     cancel = wait_for(
