@@ -42,7 +42,7 @@ from pipeline.search import SearchRequest, search  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.sparse import encode_document  # noqa: E402
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore  # noqa: E402
-from pipeline.store.filters import fields_filter  # noqa: E402
+from pipeline.store.requests import fields_filter  # noqa: E402
 
 DIMS = 384
 VOCABULARY = 30_000

@@ -25,7 +25,7 @@ from pipeline.keys import Keys
 from pipeline.services import Services
 from pipeline.settings import Settings
 from pipeline.store import ChunkRecord, VectorStore
-from pipeline.store.connection import Connection
+from pipeline.store.engine import Engine
 from tests.e2e.client import ApiClient, Json
 from tests.embedding_server import FakeEmbeddingServer
 from tests.jobs_support import FAKE_DIMENSIONS, FAKE_MODEL
@@ -244,8 +244,8 @@ class FailingWrites(VectorStore):
     """The real store, whose next `failures` calls of `write_chunks` write half their records
     and then raise `DependencyUnavailable`, as a Qdrant that goes away mid-write would."""
 
-    def __init__(self, connection: Connection, *, settings: Settings) -> None:
-        super().__init__(connection, settings=settings)
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
         self.failures = 0
 
     def write_chunks(self, index: str, records: Sequence[ChunkRecord]) -> None:

@@ -20,7 +20,7 @@ from pipeline.jobs.runner import RetryJob, run_job
 from pipeline.keys import INGEST_QUEUE
 from pipeline.search import SearchRequest, search
 from pipeline.settings import Settings
-from pipeline.store.connection import Connection
+from pipeline.store.engine import open_engine
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
 from tests.e2e.client import EXAMPLES_DIR, Json
 from tests.embedding_server import FakeEmbeddingServer
@@ -339,7 +339,7 @@ def test_a_store_failing_mid_write_backs_off_then_completes_and_keeps_the_old_ve
         tmp_path, prefix, fake, job_max_attempts=3, isolate_extraction=False
     )
     settings.staging_dir.mkdir(parents=True)
-    store = FailingWrites(Connection.open(settings), settings=settings)
+    store = FailingWrites(open_engine(settings))
     services = ServicesWithStore(settings, store)
     index, document_id = "harbour", "journal.txt"
 
