@@ -29,6 +29,7 @@ from pipeline.store.requests import (
     DENSE,
     KEYWORD,
     METADATA_KEY,
+    Point,
     stored_config,
 )
 
@@ -38,14 +39,17 @@ IN_MEMORY = ":memory:"
 class ClientEngine:
     """The `Engine` over qdrant-client; safe to share by threads."""
 
-    def __init__(self, client: QdrantClient, *, location: str, settings: Settings) -> None:
+    def __init__(
+        self, client: QdrantClient, *, location: str, settings: Settings, local: bool = False
+    ) -> None:
+        """`local`: `client` runs qdrant-client's local mode (in memory, or a directory)."""
         self.client = client
         self.location = location
         self._settings = settings
-        self._in_memory = location == IN_MEMORY
+        self._local = local
         # local mode serialises every call; a server client (httpx) is shared freely
         self._lock: AbstractContextManager[Any] = (
-            threading.RLock() if self._in_memory else nullcontext()
+            threading.RLock() if self._local else nullcontext()
         )
         self._closed = False
 
@@ -58,7 +62,7 @@ class ClientEngine:
             key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
             # /readyz reports an unreachable server; no version probe (and warning) at start-up
             client = QdrantClient(url=url, api_key=key, check_compatibility=False)
-        return cls(client, location=url, settings=settings)
+        return cls(client, location=url, settings=settings, local=url == IN_MEMORY)
 
     def _collection(self, index: str) -> str:
         return self._settings.collection_prefix + index
@@ -127,7 +131,7 @@ class ClientEngine:
                 write_consistency_factor=settings.qdrant_write_consistency_factor,
                 metadata={METADATA_KEY: {"index": index, "config": config.model_dump(mode="json")}},
             )
-            if not self._in_memory:  # local mode ignores payload indexes (and warns about them)
+            if not self._local:  # local mode ignores payload indexes (and warns about them)
                 for field, schema in CORE_INDEXES.items():
                     client.create_payload_index(collection, field, schema, wait=True)
 
@@ -148,7 +152,7 @@ class ClientEngine:
             return bool(client.delete_collection(collection))
 
     def payload_indexes(self, index: str) -> set[str] | None:
-        if self._in_memory:  # local mode ignores payload indexes (and warns about them)
+        if self._local:  # local mode ignores payload indexes (and warns about them)
             return None
         with self._guard(index) as client:
             return set(client.get_collection(self._collection(index)).payload_schema)
@@ -157,9 +161,10 @@ class ClientEngine:
         with self._guard(index) as client:
             client.create_payload_index(self._collection(index), path, schema, wait=True)
 
-    def upsert(self, index: str, points: Sequence[models.PointStruct]) -> None:
+    def upsert(self, index: str, points: Sequence[Point]) -> None:
+        structs = [point.to_qdrant() for point in points]
         with self._guard(index) as client:
-            client.upsert(self._collection(index), points=list(points), wait=True)
+            client.upsert(self._collection(index), points=structs, wait=True)
 
     def set_payload(self, index: str, payload: dict[str, Any], selector: models.Filter) -> None:
         with self._guard(index) as client:

@@ -43,7 +43,7 @@ from pipeline.store import edge_convert as convert
 from pipeline.store.edge_optimizer import EdgeOptimizer, OptimizerPolicy
 from pipeline.store.models import IndexConfig
 from pipeline.store.process_lock import ProcessLock
-from pipeline.store.requests import CORE_INDEXES, DENSE, KEYWORD
+from pipeline.store.requests import CORE_INDEXES, DENSE, KEYWORD, Point
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class EdgeEngine:
         with self._borrow(index) as shard:
             shard.update(operation)
 
-    def upsert(self, index: str, points: Sequence[models.PointStruct]) -> None:
+    def upsert(self, index: str, points: Sequence[Point]) -> None:
         operation = edge.UpdateOperation.upsert_points([convert.to_point(p) for p in points])
         with self._borrow(index) as shard:
             shard.update(operation)

@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
+import numpy as np
 import qdrant_edge as edge
 from qdrant_client import models
+
+from pipeline.store.requests import DENSE, KEYWORD, Point
 
 BOOL_KEYS = "metadata_bool_keys"
 """Payload key listing the user metadata keys whose values were booleans.
@@ -86,11 +89,13 @@ def _vector(vector: Any) -> Any:
     raise TypeError(f"no Edge translation for the vector {type(vector).__name__}")
 
 
-def to_point(point: models.PointStruct) -> edge.Point:
-    if not isinstance(point.vector, dict):
-        raise TypeError("points carry named vectors")
-    vectors = {name: _vector(vector) for name, vector in point.vector.items()}
-    return edge.Point(id=str(point.id), vector=vectors, payload=_stored_payload(point.payload))
+def to_point(point: Point) -> edge.Point:
+    vectors: dict[str, Any] = {DENSE: point.dense.astype(np.float32, copy=False)}
+    if point.sparse.indices:
+        vectors[KEYWORD] = edge.SparseVector(
+            indices=point.sparse.indices, values=point.sparse.values
+        )
+    return edge.Point(id=point.id, vector=vectors, payload=_stored_payload(point.payload))
 
 
 def _stored_payload(payload: dict[str, Any] | None) -> dict[str, Any] | None:

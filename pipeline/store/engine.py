@@ -12,7 +12,8 @@ the per-document cap, RRF) exists once, in `pipeline.store.vector_store`, above 
 
 Requests and results are qdrant-client's models on both engines: they are the server's wire
 types, so the server path passes them through and the Edge engine translates the small subset
-the store builds (`pipeline.store.edge_convert`).
+the store builds (`pipeline.store.edge_convert`). Points to write are the store's own `Point`,
+which each engine builds its type from directly (the write path's hot loop).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from qdrant_client import models
 
 from pipeline.settings import Settings
 from pipeline.store.models import IndexConfig
+from pipeline.store.requests import Point
 
 
 class Engine(Protocol):
@@ -69,7 +71,7 @@ class Engine(Protocol):
         self, index: str, path: str, schema: models.PayloadSchemaType
     ) -> None: ...
 
-    def upsert(self, index: str, points: Sequence[models.PointStruct]) -> None:
+    def upsert(self, index: str, points: Sequence[Point]) -> None:
         """Write `points`, durable when this returns."""
         ...
 

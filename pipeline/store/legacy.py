@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
+
+import numpy as np
+from qdrant_client import models
 
 from pipeline.errors import StoreLocked
+from pipeline.sparse import SparseTerms
 from pipeline.store.process_lock import ProcessLock
-from pipeline.store.requests import stored_config
+from pipeline.store.requests import DENSE, KEYWORD, Point, stored_config
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -62,9 +66,21 @@ def migrate_local_mode(legacy: Path, engine: EdgeEngine, *, prefix: str) -> int:
     return copied
 
 
-def _copy_collections(client: QdrantClient, engine: EdgeEngine, prefix: str) -> int:
-    from qdrant_client import models
+def point_from_record(record: models.Record) -> Point:
+    """Return a stored point as the store writes it (vectors and payload as they were)."""
+    vectors = record.vector if isinstance(record.vector, dict) else {}
+    sparse = vectors.get(KEYWORD)
+    return Point(
+        id=str(record.id),
+        dense=np.asarray(vectors[DENSE], dtype=np.float32),
+        sparse=SparseTerms(list(sparse.indices), list(sparse.values))
+        if isinstance(sparse, models.SparseVector)
+        else SparseTerms(),
+        payload=dict(record.payload or {}),
+    )
 
+
+def _copy_collections(client: QdrantClient, engine: EdgeEngine, prefix: str) -> int:
     copied = 0
     for collection in client.get_collections().collections:
         if not collection.name.startswith(prefix):
@@ -81,10 +97,7 @@ def _copy_collections(client: QdrantClient, engine: EdgeEngine, prefix: str) -> 
             records, offset = client.scroll(
                 collection.name, limit=_PAGE, offset=offset, with_payload=True, with_vectors=True
             )
-            points = [
-                models.PointStruct(id=r.id, vector=cast(Any, r.vector or {}), payload=r.payload)
-                for r in records
-            ]
+            points = [point_from_record(record) for record in records]
             if points:
                 engine.upsert(index, points)
             if offset is None:

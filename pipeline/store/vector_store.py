@@ -43,7 +43,7 @@ from pipeline.store.requests import (
     fields_filter,
     fused_query,
     metadata_index_schema,
-    point_struct,
+    point_of,
     scored_chunk,
 )
 
@@ -171,9 +171,7 @@ class VectorStore:
                 )
         self._index_metadata_keys(index, records)
         for start in range(0, len(records), WRITE_BATCH):
-            points = [
-                point_struct(index, record) for record in records[start : start + WRITE_BATCH]
-            ]
+            points = [point_of(index, record) for record in records[start : start + WRITE_BATCH]]
             self.engine.upsert(index, points)
             metrics.POINTS_UPSERTED.inc(len(points))
 

@@ -520,7 +520,7 @@ def test_the_previous_local_mode_store_is_migrated_on_first_start(tmp_path: Path
     old files are kept, renamed."""
     from qdrant_client import QdrantClient, models
 
-    from pipeline.store.requests import METADATA_KEY, point_struct
+    from pipeline.store.requests import METADATA_KEY, point_of
 
     legacy = tmp_path / "qdrant"
     client = QdrantClient(path=str(legacy))
@@ -530,8 +530,8 @@ def test_the_previous_local_mode_store_is_migrated_on_first_start(tmp_path: Path
         sparse_vectors_config={"keyword": models.SparseVectorParams(modifier=models.Modifier.IDF)},
         metadata={METADATA_KEY: {"index": "docs", "config": CONFIG.model_dump(mode="json")}},
     )
-    live = [point_struct("docs", r) for r in records("d1", 1, ["alpha harbour", "beta"])]
-    staged = [point_struct("docs", r) for r in records("d2", 1, ["gamma"])]
+    live = [point_of("docs", r).to_qdrant() for r in records("d1", 1, ["alpha harbour", "beta"])]
+    staged = [point_of("docs", r).to_qdrant() for r in records("d2", 1, ["gamma"])]
     client.upsert("docingest_docs", points=live + staged)
     client.set_payload(
         "docingest_docs",
