@@ -85,7 +85,7 @@ def settle(store: VectorStore) -> float:
     engine = store.engine
     if not isinstance(engine, EdgeEngine):
         return 0.0
-    return engine.optimize(INDEX)
+    return engine.optimizer.run_once(INDEX)  # clears what the background thread has due
 
 
 def fill(store: VectorStore, size: int, rng: np.random.Generator, vocabulary: list[str]) -> float:

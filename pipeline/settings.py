@@ -68,9 +68,9 @@ class Settings(BaseSettings):
     shards under `data_dir/edge`). ":memory:" is qdrant-client's in-memory local mode, the
     server's stand-in in tests (a linear scan that keeps nothing: not for deployments)."""
 
-    edge_optimize_after_points: int = Field(default=20_000, ge=1000)
+    edge_optimize_after_points: int = Field(default=10_000, ge=1000)
     """Embedded store: points written to an index before its HNSW index is built for them.
-    Each build pauses the process for its length (about 4-9 s at the default on 2 CPUs);
+    Each build pauses the process for its length (BENCHMARKS.md, "Embedded store");
     larger means fewer, longer pauses and more unindexed points for searches to scan."""
 
     edge_optimize_idle_seconds: float = Field(default=2.0, ge=0)

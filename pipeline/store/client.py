@@ -185,7 +185,7 @@ class ClientEngine:
         *,
         limit: int,
         offset: models.ExtendedPointId | None,
-        payload: Sequence[str],
+        payload: Sequence[str] | None,
         vectors: Sequence[str] | None,
     ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
         with self._guard(index) as client:
@@ -194,7 +194,7 @@ class ClientEngine:
                 scroll_filter=selector,
                 limit=limit,
                 offset=offset,
-                with_payload=list(payload),
+                with_payload=list(payload) if payload is not None else True,
                 with_vectors=list(vectors) if vectors else False,
             )
 

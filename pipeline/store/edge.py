@@ -254,14 +254,14 @@ class EdgeEngine:
         *,
         limit: int,
         offset: models.ExtendedPointId | None,
-        payload: Sequence[str],
+        payload: Sequence[str] | None,
         vectors: Sequence[str] | None,
     ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
         request = edge.ScrollRequest(
             offset=str(offset) if offset is not None else None,
             limit=limit,
             filter=convert.to_filter(selector),
-            with_payload=convert.payload_keys(payload),
+            with_payload=convert.payload_keys(payload) if payload is not None else True,
             with_vector=list(vectors) if vectors else False,
         )
         with self._borrow(index) as shard:

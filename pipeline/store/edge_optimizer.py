@@ -7,9 +7,8 @@ thread of the process (the API, the worker, heartbeats) pauses while it runs. Th
 each pause short and puts it where it hurts least:
 
 - A shard is optimized once `after_points` points were written (or deleted) since its last
-  run, so one run indexes about that many points (~4-9 s for 20,000 384-d points on 2 busy
-  CPUs, BENCHMARKS.md) and unindexed points never exceed that many (brute force over them
-  costs a few ms per search).
+  run, so one run indexes about that many points (its pause is in BENCHMARKS.md, "Embedded
+  store") and searches scan at most about that many unindexed points one by one.
 - A due shard waits for the store to be idle for `idle_seconds`; past twice its budget it runs
   anyway, so steady ingestion cannot starve indexing.
 - Segments are capped at 1.5 × `after_points` (`max_segment_size`), so merging never rebuilds

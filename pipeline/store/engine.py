@@ -88,9 +88,11 @@ class Engine(Protocol):
         *,
         limit: int,
         offset: models.ExtendedPointId | None,
-        payload: Sequence[str],
+        payload: Sequence[str] | None,
         vectors: Sequence[str] | None,
-    ) -> tuple[list[models.Record], models.ExtendedPointId | None]: ...
+    ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
+        """Return a page of matching points (`payload` None: all of it) and the next offset."""
+        ...
 
     def query_batch(
         self, index: str, requests: Sequence[models.QueryRequest]

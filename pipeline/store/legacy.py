@@ -14,13 +14,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 from qdrant_client import models
 
 from pipeline.errors import StoreLocked
-from pipeline.sparse import SparseTerms
 from pipeline.store.process_lock import ProcessLock
-from pipeline.store.requests import DENSE, KEYWORD, Point, stored_config
+from pipeline.store.requests import point_from_record, stored_config
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -64,20 +62,6 @@ def migrate_local_mode(legacy: Path, engine: EdgeEngine, *, prefix: str) -> int:
         target,
     )
     return copied
-
-
-def point_from_record(record: models.Record) -> Point:
-    """Return a stored point as the store writes it (vectors and payload as they were)."""
-    vectors = record.vector if isinstance(record.vector, dict) else {}
-    sparse = vectors.get(KEYWORD)
-    return Point(
-        id=str(record.id),
-        dense=np.asarray(vectors[DENSE], dtype=np.float32),
-        sparse=SparseTerms(list(sparse.indices), list(sparse.values))
-        if isinstance(sparse, models.SparseVector)
-        else SparseTerms(),
-        payload=dict(record.payload or {}),
-    )
 
 
 def _copy_collections(client: QdrantClient, engine: EdgeEngine, prefix: str) -> int:

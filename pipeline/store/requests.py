@@ -140,6 +140,19 @@ def point_of(index: str, record: ChunkRecord) -> Point:
     )
 
 
+def point_from_record(record: models.Record) -> Point:
+    """Return a stored point as the store writes it (vectors and payload as they were)."""
+    vectors = record.vector if isinstance(record.vector, dict) else {}
+    sparse = vectors.get(KEYWORD)
+    terms = (
+        SparseTerms(list(sparse.indices), list(sparse.values))
+        if isinstance(sparse, models.SparseVector)
+        else SparseTerms()
+    )
+    dense = np.asarray(vectors[DENSE], dtype=np.float32)
+    return Point(id=str(record.id), dense=dense, sparse=terms, payload=dict(record.payload or {}))
+
+
 def scored_chunk(point: models.ScoredPoint) -> ScoredChunk:
     return ScoredChunk.from_payload(str(point.id), float(point.score), point.payload or {})
 

@@ -38,11 +38,14 @@ from pipeline.store.models import (
 )
 from pipeline.store.requests import (
     DENSE,
+    KEYWORD,
+    Point,
     candidate_request,
     equals,
     fields_filter,
     fused_query,
     metadata_index_schema,
+    point_from_record,
     point_of,
     scored_chunk,
 )
@@ -233,14 +236,26 @@ class VectorStore:
                 vectors[record.payload["text_hash"]] = np.asarray(dense, dtype=np.float32)
         return vectors
 
+    def live_points(self, index: str) -> Iterator[Point]:
+        """Yield every live point of the index as stored (for export)."""
+        live = fields_filter(state="live")
+        for record in self._scroll(index, live, payload=None, vectors=[DENSE, KEYWORD]):
+            yield point_from_record(record)
+
+    def write_points(self, index: str, points: Sequence[Point]) -> None:
+        """Write points as they are, state included (for import)."""
+        self.engine.upsert(validate_index_name(index), points)
+        metrics.POINTS_UPSERTED.inc(len(points))
+
     def _scroll(
         self,
         index: str,
         selector: models.Filter,
         *,
-        payload: Sequence[str],
+        payload: Sequence[str] | None,
         vectors: Sequence[str] | None = None,
     ) -> Iterator[models.Record]:
+        """Yield the matching points with `payload` keys (None: all) and `vectors`."""
         validate_index_name(index)
         offset: models.ExtendedPointId | None = None
         while True:
