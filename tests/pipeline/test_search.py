@@ -1,4 +1,4 @@
-"""Search on real MiniLM embeddings and real keyword vectors, in :memory: and local mode."""
+"""Search on real MiniLM embeddings and real keyword vectors, on both store engines."""
 
 from __future__ import annotations
 
@@ -452,3 +452,43 @@ def test_query_cache_and_timing(store: VectorStore, embedder: LocalEmbedder) -> 
         query_cache=cache,
     )
     assert cache.misses == 1  # keyword mode embeds nothing
+
+
+# --- congruence of the two engines --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"mode": "vector"},
+        {"mode": "keyword"},
+        {"mode": "hybrid"},
+        {"mode": "hybrid", "filter": {"dept": "security"}},
+        {"mode": "hybrid", "filter": {"public": False, "tags": ["tls", "network"]}},
+        {"mode": "hybrid", "max_chunks_per_document": 1},
+    ],
+)
+def test_both_engines_give_the_same_results_in_the_same_order(
+    tmp_path: Path, corpus: list[ChunkRecord], embedder: LocalEmbedder, fields: dict[str, object]
+) -> None:
+    """The same writes and the same queries give the same results, in the same order, with the
+    same per-retriever scores, on Edge and on qdrant-client (the server's stand-in)."""
+    answers = []
+    for url in (":memory:", None):
+        with VectorStore.open(Settings(qdrant_url=url, data_dir=tmp_path / str(url))) as store:
+            store.create_index(INDEX, CONFIG)
+            store.write_chunks(INDEX, corpus)
+            for document_id in DOCS:
+                store.publish(INDEX, document_id, 1)
+            answers.append(
+                [
+                    [
+                        (hit.document_id, hit.chunk_index, round(hit.score, 5), hit.metadata)
+                        for hit in run(store, embedder, query, top_k=8, **fields)
+                    ]
+                    for query in QUERIES
+                ]
+            )
+    client, edge = answers
+    assert any(client), "the queries found something"
+    assert edge == client
