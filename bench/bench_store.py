@@ -18,13 +18,17 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +54,7 @@ from pipeline.store import IndexConfig, VectorStore  # noqa: E402
 from pipeline.store.client import ClientEngine  # noqa: E402
 from pipeline.store.edge import EdgeEngine  # noqa: E402
 from pipeline.store.requests import fields_filter  # noqa: E402
+from tests.service import free_port  # noqa: E402
 
 BEGIN = "<!-- bench_store.py: begin -->"
 END = "<!-- bench_store.py: end -->"
@@ -63,12 +68,31 @@ MODES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+CONFIG = IndexConfig(
+    embedding=EmbeddingConfig(provider="local", model="all-MiniLM-L6-v2", dimensions=DIMS)
+)  # random vectors, but the model `serve` embeds queries with in the HTTP measurement
+
+
 def open_store(engine: str, data_dir: Path) -> VectorStore:
     settings = Settings(data_dir=data_dir)
     if engine == "edge":
         return VectorStore(EdgeEngine.open(settings))
     client = QdrantClient(path=str(data_dir / "qdrant"), force_disable_check_same_thread=True)
     return VectorStore(ClientEngine(client, location="local mode", settings=settings, local=True))
+
+
+def tune_local_mode(store: VectorStore) -> None:
+    """Give local mode the SQLite WAL journal the previous release set (else each write waits
+    for an fsync and the comparison is unfair to it)."""
+    engine = store.engine
+    if not isinstance(engine, ClientEngine):
+        return
+    local = getattr(engine.client, "_client", None)
+    for collection in getattr(local, "collections", {}).values():
+        database = getattr(getattr(collection, "storage", None), "storage", None)
+        if isinstance(database, sqlite3.Connection):
+            database.execute("PRAGMA journal_mode=WAL")
+            database.execute("PRAGMA synchronous=NORMAL")
 
 
 def optimize_seconds() -> float:
@@ -139,10 +163,12 @@ def one_document(store: VectorStore, rng: np.random.Generator, vocabulary: list[
     return publish_ms, retire_ms
 
 
-def run(engine: str, size: int, queries: int, budget: float, seed: int) -> dict[str, Any]:
+def run(
+    engine: str, size: int, queries: int, budget: float, seed: int, http: bool
+) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     vocabulary = make_vocabulary(rng)
-    embedder = PremadeEmbedder()
+    embedder = PremadeEmbedder(provider="local", model="all-MiniLM-L6-v2")
     mid = vocabulary[200:5000]
     texts = [" ".join(rng.choice(mid, size=3)) for _ in range(queries)]
     for text, vector in zip(texts, unit_rows(rng, queries), strict=True):
@@ -150,9 +176,8 @@ def run(engine: str, size: int, queries: int, budget: float, seed: int) -> dict[
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         data_dir = Path(tmp)
         store = open_store(engine, data_dir)
-        store.create_index(
-            INDEX, IndexConfig(embedding=EmbeddingConfig(model="bench-random", dimensions=DIMS))
-        )
+        store.create_index(INDEX, CONFIG)
+        tune_local_mode(store)
         before = optimize_seconds()
         writing = fill(store, size, rng, vocabulary)
         during = optimize_seconds() - before
@@ -166,6 +191,7 @@ def run(engine: str, size: int, queries: int, budget: float, seed: int) -> dict[
         search(store, INDEX, SearchRequest(query=texts[1], mode="hybrid"), embedder=embedder)
         restart = time.perf_counter() - started
         store.close()
+        over_http = time_http(data_dir, texts) if http and engine == "edge" else {}
         disk = subprocess.run(["du", "-sm", str(data_dir)], capture_output=True, text=True)
     return {
         "engine": engine,
@@ -179,7 +205,52 @@ def run(engine: str, size: int, queries: int, budget: float, seed: int) -> dict[
         "restart_s": restart,
         "disk_mb": int(disk.stdout.split()[0]),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "http": over_http,
     }
+
+
+def time_http(data_dir: Path, texts: list[str]) -> dict[str, tuple[float, float]]:
+    """Search p50/p95 in ms through a real `docingest serve` on the filled store, each query's
+    embedding already in the query cache (one untimed request per query first)."""
+    port = free_port()
+    prefix = f"bench-{uuid.uuid4().hex[:8]}:"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("DOCINGEST_")},
+        "DOCINGEST_DATA_DIR": str(data_dir),
+        "DOCINGEST_PORT": str(port),
+        "DOCINGEST_REDIS_URL": "redis://127.0.0.1:6379/15",
+        "DOCINGEST_REDIS_KEY_PREFIX": prefix,
+    }
+    docingest = Path(sys.executable).with_name("docingest")
+    server = subprocess.Popen([str(docingest), "serve"], env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1/indexes/{INDEX}/search"
+    results = {}
+    try:
+        with httpx.Client(timeout=120) as client:
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    if client.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("serve did not start")
+                time.sleep(0.5)
+            for label, fields in MODES:
+                for text in texts[:10]:  # embed and cache the queries
+                    client.post(url, json={"query": text, **fields}).raise_for_status()
+                timings = []
+                for text in texts[:10] * 3:
+                    started = time.perf_counter()
+                    client.post(url, json={"query": text, "top_k": 10, **fields}).raise_for_status()
+                    timings.append((time.perf_counter() - started) * 1000)
+                results[label] = (percentile(timings, 50), percentile(timings, 95))
+                print(f"    HTTP {label:<15} p50 {results[label][0]:8.1f} ms", flush=True)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+    return results
 
 
 def main() -> None:
@@ -190,6 +261,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--budget", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--http", action="store_true", help="also search through docingest serve")
     args = parser.parse_args()
     import warnings
 
@@ -199,7 +271,7 @@ def main() -> None:
             if engine == "local-mode" and size > args.local_mode_max:
                 continue
             print(f"{engine} at {size:,} chunks (load {os.getloadavg()[0]:.1f})", flush=True)
-            print(run(engine, size, args.queries, args.budget, args.seed), flush=True)
+            print(run(engine, size, args.queries, args.budget, args.seed, args.http), flush=True)
 
 
 if __name__ == "__main__":
