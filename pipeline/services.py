@@ -14,10 +14,12 @@ from pathlib import Path
 from redis import Redis
 
 from pipeline.chunking import ChunkingSpec
-from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache, build_embedder
+from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
+from pipeline.embedders.registry import build_embedder
 from pipeline.errors import StoreNotHere
-from pipeline.jobs.state import REDIS_DOWN, JobStore
+from pipeline.jobs.state import JobStore
 from pipeline.keys import Keys
+from pipeline.redis_errors import REDIS_DOWN
 from pipeline.settings import Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import DocumentFence

@@ -136,21 +136,26 @@ def extract_pdf(
         if on_page is not None:
             on_page(index + 1, page_count)
     if not has_text:
-        if failed_pages:
-            raise CorruptDocument(
-                f"The PDF is damaged: {len(failed_pages)} of its {page_count} pages could not "
-                "be read and the others hold no text."
-            )
-        raise NoTextFound(
-            "The PDF has no text layer (it looks scanned); run OCR (e.g. ocrmypdf) and "
-            "upload the result."
-        )
+        raise _no_text(failed_pages, page_count)
     document = ExtractedDocument(format=DocumentFormat.PDF, blocks=blocks, pages=page_count)
     _fill_metadata(document, reader)
     document.extra["encrypted"] = encrypted
     if failed_pages:
         document.extra["failed_pages"] = failed_pages
     return document
+
+
+def _no_text(failed_pages: list[int], page_count: int) -> CorruptDocument | NoTextFound:
+    """Why no page gave text: some could not be read (damaged), or none has a text layer."""
+    if failed_pages:
+        return CorruptDocument(
+            f"The PDF is damaged: {len(failed_pages)} of its {page_count} pages could not "
+            "be read and the others hold no text."
+        )
+    return NoTextFound(
+        "The PDF has no text layer (it looks scanned); run OCR (e.g. ocrmypdf) and "
+        "upload the result."
+    )
 
 
 def _open(data: bytes) -> tuple[PdfReader, bool]:

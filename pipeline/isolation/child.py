@@ -1,22 +1,31 @@
 """The child side of `pipeline.isolation.parent`: a fork server (`-m pipeline.isolation.child`).
 
-It imports the parsers once, then for each request (one JSON line on stdin, limits included)
-forks a grandchild that sets `RLIMIT_AS`/`RLIMIT_CPU`, parses, and writes progress and the
-outcome as JSON lines; the server relays them to its stdout, then reports the grandchild's
-exit status (`{"exit": n}`, negative for a signal). Forking a warm, single-threaded process
-costs milliseconds where a fresh interpreter costs a second or more of imports. Output is
-plain JSON, never pickle: the parent must not trust a process that parsed hostile bytes
-beyond plain data.
+It imports the parsers once, then for each `ParseRequest` (one JSON line on stdin, limits
+included) forks a grandchild that sets `RLIMIT_AS`/`RLIMIT_CPU`, parses, and writes progress
+and the outcome as JSON lines; the server relays them to its stdout, then reports the
+grandchild's exit status. The messages are `pipeline.isolation.wire`'s. Forking a warm,
+single-threaded process costs milliseconds where a fresh interpreter costs a second or more
+of imports.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import signal
 import sys
-from typing import Any
+
+from pipeline.isolation.wire import (
+    Done,
+    Exited,
+    Failed,
+    Message,
+    Page,
+    ParseRequest,
+    Stage,
+    Started,
+    encode,
+)
 
 PR_SET_PDEATHSIG = 1
 
@@ -37,17 +46,17 @@ def _die_with_parent() -> None:
         pass
 
 
-def _send(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message, ensure_ascii=False) + "\n")
+def _send(message: Message) -> None:
+    sys.stdout.write(encode(message))
     sys.stdout.flush()
 
 
-def _error(error: Exception) -> dict[str, Any]:
+def _error(error: Exception) -> Failed:
     code, message = getattr(error, "code", "corrupt_document"), getattr(error, "message", "")
-    return {"error": {"class": type(error).__name__, "code": code, "message": message}}
+    return Failed(class_name=type(error).__name__, code=code, message=message)
 
 
-def _parse(request: dict[str, Any]) -> None:
+def _parse(request: ParseRequest) -> None:
     """Prepare one file and send the outcome (runs in the limited grandchild)."""
     from pathlib import Path
 
@@ -57,27 +66,23 @@ def _parse(request: dict[str, Any]) -> None:
     from pipeline.settings import Settings
 
     try:
-        settings = Settings(**request["settings"])
-        data = Path(request["path"]).read_bytes()
+        settings = Settings(**request.settings)
+        data = Path(request.path).read_bytes()
         prepared = prepare_document(
             data,
-            filename=request["filename"],
+            filename=request.filename,
             settings=settings,
-            content_type=request["content_type"],
-            chunking=ChunkingSpec(**request["chunking"]),
-            on_stage=lambda name: _send({"stage": name}),
-            on_page=lambda done, total: _send({"page": [done, total]}),
+            content_type=request.content_type,
+            chunking=ChunkingSpec(**request.chunking),
+            on_stage=lambda name: _send(Stage(name)),
+            on_page=lambda done, total: _send(Page(done, total)),
         )
         del data
-        chunks = [
-            [c.index, c.text, c.start, c.end, c.page_start, c.page_end, list(c.headings)]
-            for c in prepared.chunks
-        ]
-        _send({"done": {"metadata": prepared.metadata, "chunks": chunks}})
+        _send(Done(metadata=prepared.metadata, chunks=prepared.chunks))
     except IngestError as exc:
         _send(_error(exc))
     except MemoryError:
-        limit = request["memory_bytes"] // 2**20
+        limit = request.memory_bytes // 2**20
         _send(
             _error(
                 DocumentTooLarge(
@@ -93,7 +98,7 @@ def _parse(request: dict[str, Any]) -> None:
         _send(_error(CorruptDocument(f"The parser failed on this file: {detail}")))
 
 
-def _serve_one(request: dict[str, Any]) -> None:
+def _serve_one(request: ParseRequest) -> None:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the grandchild: limits first, then parse with stdout on the pipe
@@ -101,20 +106,20 @@ def _serve_one(request: dict[str, Any]) -> None:
             os.close(read_end)
             os.dup2(write_end, sys.stdout.fileno())
             os.close(write_end)
-            _limit(int(request["memory_bytes"]), int(request["cpu_seconds"]))
+            _limit(int(request.memory_bytes), int(request.cpu_seconds))
             _parse(request)
             sys.stdout.flush()
         finally:
             os._exit(0)
     os.close(write_end)
-    _send({"pid": pid})
+    _send(Started(pid))
     with os.fdopen(read_end, "r", encoding="utf-8", errors="replace") as relayed:
         for line in relayed:
             sys.stdout.write(line)
             sys.stdout.flush()
     _, status = os.waitpid(pid, 0)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    _send({"exit": code})
+    _send(Exited(code))
 
 
 def main() -> int:
@@ -127,7 +132,7 @@ def main() -> int:
 
     for line in sys.stdin:
         if line.strip():
-            _serve_one(json.loads(line))
+            _serve_one(ParseRequest.from_line(line))
     return 0
 
 

@@ -14,15 +14,15 @@ the child dies, and the job fails with a code:
 
 A subprocess of our own rather than multiprocessing: it works the same under Celery's prefork
 children (whose daemonic processes may not start multiprocessing children), thread pools and
-any main module, and results come back as JSON lines, never as pickles a compromised parser
-could forge. A fork of the warm server costs milliseconds; a fresh interpreter per upload
-cost about 1.4 s of imports, which capped small uploads at ~0.4 jobs/s (BENCHMARKS.md).
+any main module, and results come back as JSON lines (`pipeline.isolation.wire`), never as
+pickles a compromised parser could forge. A fork of the warm server costs milliseconds; a
+fresh interpreter per upload cost about 1.4 s of imports, which capped small uploads at
+~0.4 jobs/s (BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import queue
@@ -45,6 +45,16 @@ from pipeline.errors import (
     ExtractionTimeout,
     IngestError,
     PermanentError,
+)
+from pipeline.isolation.wire import (
+    Done,
+    Exited,
+    Failed,
+    Page,
+    ParseRequest,
+    Stage,
+    Started,
+    decode,
 )
 from pipeline.settings import Settings
 
@@ -134,9 +144,9 @@ class _Server:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def send(self, request: dict[str, Any]) -> None:
+    def send(self, request: ParseRequest) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write((json.dumps(request) + "\n").encode())
+        self.process.stdin.write(request.to_line())
         self.process.stdin.flush()
 
     def close(self) -> None:
@@ -198,15 +208,15 @@ def prepare_isolated(
     """`prepare_document` of the file at `path`, run in a limited child process."""
     limits = limits or Limits.from_settings(settings, size_bytes=path.stat().st_size)
     chunking = chunking or ChunkingSpec.from_settings(settings)
-    request = {
-        "path": str(path),
-        "filename": filename,
-        "content_type": content_type,
-        "chunking": chunking.model_dump(mode="json"),
-        "settings": settings.model_dump(mode="json", include=set(CHILD_SETTINGS)),
-        "memory_bytes": limits.memory_bytes,
-        "cpu_seconds": limits.cpu_seconds,
-    }
+    request = ParseRequest(
+        path=str(path),
+        filename=filename,
+        content_type=content_type,
+        chunking=chunking.model_dump(mode="json"),
+        settings=settings.model_dump(mode="json", include=set(CHILD_SETTINGS)),
+        memory_bytes=limits.memory_bytes,
+        cpu_seconds=limits.cpu_seconds,
+    )
     server = _POOL.take()
     try:
         server.send(request)
@@ -250,22 +260,21 @@ def _follow(
         if line is None:  # the server itself died
             server.process.wait(10)
             raise _death(None, limits, "".join(server.stderr_tail))
-        message = json.loads(line)
-        if "pid" in message:
-            grandchild = int(message["pid"])
-        elif "stage" in message and on_stage is not None:
-            on_stage(str(message["stage"]))
-        elif "page" in message and on_page is not None:
-            done, total = message["page"]
-            on_page(int(done), int(total))
-        elif "done" in message:
-            outcome = _prepared(message["done"])
-        elif "error" in message:
-            outcome = _rebuild(message["error"])
-        elif "exit" in message:
-            if outcome is None:
-                outcome = _death(int(message["exit"]), limits, "".join(server.stderr_tail))
-            return outcome
+        match decode(line):
+            case Started(pid):
+                grandchild = pid
+            case Stage(name) if on_stage is not None:
+                on_stage(name)
+            case Page(done, total) if on_page is not None:
+                on_page(done, total)
+            case Done(metadata, chunks):
+                outcome = PreparedChunks(chunks=chunks, metadata=metadata)
+            case Failed() as failed:
+                outcome = _rebuild(failed)
+            case Exited(code):
+                if outcome is None:
+                    outcome = _death(code, limits, "".join(server.stderr_tail))
+                return outcome
 
 
 def _kill(pid: int) -> None:
@@ -281,22 +290,6 @@ def _pump(stream: IO[bytes], put: Callable[[Any], None], end: bool = True) -> No
         put(raw.decode("utf-8", errors="replace"))
     if end:
         put(None)
-
-
-def _prepared(done: dict[str, Any]) -> PreparedChunks:
-    chunks = [
-        Chunk(
-            index=int(index),
-            text=str(text),
-            start=int(start),
-            end=int(end),
-            page_start=page_start,
-            page_end=page_end,
-            headings=tuple(str(h) for h in headings),
-        )
-        for index, text, start, end, page_start, page_end, headings in done["chunks"]
-    ]
-    return PreparedChunks(chunks=chunks, metadata=dict(done["metadata"]))
 
 
 def _death(returncode: int | None, limits: Limits, stderr: str) -> IngestError:
@@ -322,9 +315,9 @@ def _death(returncode: int | None, limits: Limits, stderr: str) -> IngestError:
     )
 
 
-def _rebuild(error: dict[str, Any]) -> IngestError:
+def _rebuild(error: Failed) -> IngestError:
     """The child's error as our exception (only permanent errors; anything else is corrupt)."""
-    name, message = str(error.get("class")), str(error.get("message"))[:1000]
+    name, message = error.class_name, error.message
     for cls in _subclasses(PermanentError):
         if cls.__name__ == name:
             rebuilt = cls.__new__(cls)

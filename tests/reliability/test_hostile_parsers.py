@@ -13,7 +13,7 @@ from pipeline.detect import detect
 from pipeline.document import DocumentFormat
 from pipeline.errors import DocumentTooLarge
 from pipeline.extract.pdf import extract_pdf
-from tests.reliability import hostile
+from tests.support import hostile_files as hostile
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ inputs match. A fault is a `Fault` or a dict of its fields, e.g. `{"status": 429
 `latency` is the least time between receiving a request and answering it (the vectors are
 computed inside it), plus a uniform random `latency_jitter`. Every request is recorded.
 
-Manual use: `python tests/embedding_server.py --port 8099 --latency-ms 100`.
+Manual use: `python tests/support/embedding_server.py --port 8099 --latency-ms 100`.
 """
 
 from __future__ import annotations
