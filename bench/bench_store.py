@@ -54,7 +54,7 @@ from pipeline.store import IndexConfig, VectorStore  # noqa: E402
 from pipeline.store.client import ClientEngine  # noqa: E402
 from pipeline.store.edge import EdgeEngine  # noqa: E402
 from pipeline.store.requests import fields_filter  # noqa: E402
-from tests.service import free_port  # noqa: E402
+from tests.support.docingest_service import free_port  # noqa: E402
 
 BEGIN = "<!-- bench_store.py: begin -->"
 END = "<!-- bench_store.py: end -->"
