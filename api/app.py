@@ -1,6 +1,6 @@
 """The FastAPI app factory. Clients are built in the lifespan, never at import time.
 
-`docingest serve` passes the `Services` it shares with its in-process worker (one local-mode
+`docingest serve` passes the `Services` it shares with its in-process worker (one embedded
 store per process); `docingest api` lets the lifespan build its own.
 """
 

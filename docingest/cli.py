@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--pool",
         choices=["prefork", "threads", "solo"],
-        help="default: threads in local mode, prefork with a Qdrant server",
+        help="default: threads with the embedded store, prefork with a Qdrant server",
     )
     worker.add_argument(
         "--max-tasks-per-child", type=int, help="recycle a pool process after this many jobs"

@@ -24,7 +24,7 @@ def install(services: Services) -> None:
 
 
 def configure(*, owns_store: bool) -> None:
-    """Say whether services built later in this process may open a local-mode store."""
+    """Say whether services built later in this process may open the embedded store."""
     global _owns_store
     _owns_store = owns_store
 

@@ -166,7 +166,7 @@ CORE_INDEXES = {
     "chunk_index": models.PayloadSchemaType.INTEGER,
     "text_hash": models.PayloadSchemaType.KEYWORD,
 }
-"""Payload indexes of every collection (server only: local mode has none)."""
+"""Payload indexes of every index (qdrant-client's local mode ignores them)."""
 
 
 def stored_config(metadata: dict[str, Any] | None) -> IndexConfig | None:
