@@ -34,7 +34,7 @@ def create_app(
     celery: Celery | None = None,
     owns_store: bool = True,
 ) -> FastAPI:
-    """Build the app. `owns_store=False` for an API beside a separate local-mode worker."""
+    """Build the app; `owns_store=False` beside a separate worker owning the embedded store."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -46,7 +46,7 @@ def forget() -> None:
 
 
 def shutdown() -> None:
-    """Close this process's services (releases a local-mode store lock)."""
+    """Close this process's services (releases the embedded store's lock)."""
     global _services
     with _lock:
         if _services is not None:

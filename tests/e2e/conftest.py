@@ -1,7 +1,7 @@
 """Fixtures of the end-to-end tests: one real `docingest serve` per test module.
 
 The service runs as a subprocess (tests/support/docingest_service.py) with the local embedding
-model, local-mode Qdrant in a temporary data directory, and its own Redis key prefix on DB 15,
+model, the embedded store in a temporary data directory, and its own Redis key prefix on DB 15,
 removed after.
 """
 

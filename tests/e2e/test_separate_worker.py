@@ -1,5 +1,5 @@
 """End to end with `docingest api` and `docingest worker` as separate processes sharing one
-environment (same Redis prefix, same data directory, so local-mode Qdrant owned by the worker).
+environment (same Redis prefix, same data directory, so the embedded store is owned by the worker).
 
 The API accepts uploads and reports jobs but cannot read the store; the tests stop the worker
 and open the store themselves to check what it holds. One test kills the worker mid-job: the

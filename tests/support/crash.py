@@ -1,5 +1,5 @@
 """A deployment for the crash-safety tests: `docingest api` and `docingest worker` processes
-sharing one data directory (local-mode Qdrant, owned by whichever worker runs) and one Redis
+sharing one data directory (the embedded store, owned by whichever worker runs) and one Redis
 key prefix, embedding through the fake OpenAI-compatible server of this test process (so a job
 stays in the embedding stage as long as its `latency` says), with ways to find the processes,
 kill them, and check afterwards what Redis and the store hold.
