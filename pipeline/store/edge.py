@@ -308,10 +308,17 @@ class EdgeEngine:
         return time.perf_counter() - started
 
     def pending_points(self, index: str) -> int:
-        """Return the points not yet in an HNSW-indexed segment (dense vectors)."""
+        """Return the points whose dense vector is not in an HNSW index yet.
+
+        Edge counts every sparse vector as indexed (its inverted index is always up to date),
+        so the dense share of `indexed_vectors_count` is what remains after those."""
+        with_keywords = edge.CountRequest(
+            exact=True, filter=edge.Filter(must=[edge.HasVectorCondition(KEYWORD)])
+        )
         with self._borrow(index) as shard:
             info = shard.info()
-        return max(0, info.points_count - info.indexed_vectors_count)
+            sparse = shard.count(with_keywords)
+        return max(0, info.points_count - (info.indexed_vectors_count - sparse))
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -47,11 +47,14 @@ class OptimizerPolicy:
         return cls(settings.edge_optimize_after_points, settings.edge_optimize_idle_seconds)
 
     def shard_optimizers(self, dimensions: int) -> edge.EdgeOptimizersConfig:
-        """Edge's thresholds (in KiB of dense vectors) matching this policy."""
-        kib_per_point = max(1, dimensions * 4 // 1024)
+        """Edge's thresholds (in KiB of float32 dense vectors) matching this policy."""
+
+        def kib(points: int) -> int:
+            return max(1, -(-points * dimensions * 4 // 1024))
+
         return edge.EdgeOptimizersConfig(
-            indexing_threshold=max(1, self.after_points // 2) * kib_per_point,
-            max_segment_size=self.after_points * 3 // 2 * kib_per_point,
+            indexing_threshold=kib(self.after_points // 2),
+            max_segment_size=kib(self.after_points * 3 // 2),
         )
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -553,3 +554,36 @@ def test_the_previous_local_mode_store_is_migrated_on_first_start(tmp_path: Path
     assert (tmp_path / "qdrant.migrated" / "collection" / "docingest_docs").is_dir()
     with VectorStore.open(Settings(data_dir=tmp_path)) as reopened:  # once only
         assert reopened.count_points("docs") == 3
+
+
+def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) -> None:
+    """After `edge_optimize_after_points` writes and an idle moment, the background thread
+    builds the HNSW index of what was written; searches meanwhile see every point."""
+    from pipeline import metrics
+
+    runs = metrics.STORE_OPTIMIZE_SECONDS.collect()[0].samples
+    before = next(s.value for s in runs if s.name.endswith("_count"))
+    settings = Settings(
+        data_dir=tmp_path, edge_optimize_after_points=1000, edge_optimize_idle_seconds=0.2
+    )
+    with VectorStore.open(settings) as store:
+        assert isinstance(store.engine, EdgeEngine)
+        store.create_index("docs", CONFIG)
+        texts = [f"chunk number {n} about harbour {n % 7}" for n in range(1200)]
+        batches = [
+            records(f"d{start}", 1, texts[start : start + 200]) for start in range(0, 1200, 200)
+        ]
+        for batch in batches[:4]:  # 800 points: not due yet
+            store.write_chunks("docs", batch)
+            store.publish("docs", batch[0].document_id, 1)
+        time.sleep(1.5)  # idle, but not due
+        assert store.engine.pending_points("docs") == 800
+        for batch in batches[4:]:
+            store.write_chunks("docs", batch)
+            store.publish("docs", batch[0].document_id, 1)
+        assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
+        time.sleep(5)  # idle and due: the background thread builds the index
+        assert store.engine.pending_points("docs") == 0
+        assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
+    runs = metrics.STORE_OPTIMIZE_SECONDS.collect()[0].samples
+    assert next(s.value for s in runs if s.name.endswith("_count")) > before
