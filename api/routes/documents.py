@@ -152,16 +152,15 @@ def delete_document(index: AuthorizedIndex, document_id: str, services: Services
     A job still storing an older upload of it is superseded first (its version is no longer
     the newest), so it cannot bring the document back after the delete.
     """
-    store, fence = services.store, services.fence
-    with fence.lock(
+    store = services.store
+    with services.fence.lock(
         index,
         document_id,
         timeout=KEEP_ALIVE_TIMEOUT,
         blocking_timeout=DELETE_LOCK_WAIT_SECONDS,
         keep_alive=True,
     ):
-        live = store.live_document(index, document_id)
-        fence.next_version(index, document_id, floor=live.version if live else 0)
+        services.next_version(index, document_id)  # supersedes any attempt still storing
         if not store.delete_document(index, document_id):
             raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
     return Response(status_code=204)

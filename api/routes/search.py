@@ -5,26 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 
 from api.deps import AuthorizedIndex, ServicesDep
-from pipeline.errors import IndexNotFound
-from pipeline.search import SearchMode, SearchRequest, SearchResponse, search
+from pipeline.search import SearchMode, SearchRequest, SearchResponse
 
 router = APIRouter(prefix="/v1/indexes/{index}/search", tags=["search"])
-
-
-def _run(services: ServicesDep, index: str, request: SearchRequest) -> SearchResponse:
-    store = services.store
-    config = store.index_config(index)
-    if config is None:
-        raise IndexNotFound(f"Index '{index}' does not exist.")
-    embedder = services.embedder_for(config.embedding)
-    return search(
-        store,
-        index,
-        request,
-        embedder=embedder,
-        query_cache=services.query_cache,
-        config=config,
-    )
 
 
 @router.post("", response_model=SearchResponse)
@@ -32,7 +15,7 @@ def search_post(
     index: AuthorizedIndex, body: SearchRequest, services: ServicesDep
 ) -> SearchResponse:
     """Rank the index's chunks for `query`; scores are similarities, higher is better."""
-    return _run(services, index, body)
+    return services.search(index, body)
 
 
 @router.get("", response_model=SearchResponse)
@@ -48,4 +31,4 @@ def search_get(
     request = SearchRequest(
         query=q, top_k=top_k, mode=mode, max_chunks_per_document=max_chunks_per_document
     )
-    return _run(services, index, request)
+    return services.search(index, request)

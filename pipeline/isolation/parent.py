@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pipeline.chunking import Chunk, ChunkingSpec
 from pipeline.document import PageReporter
@@ -57,6 +57,9 @@ from pipeline.isolation.wire import (
     decode,
 )
 from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.prepare import Prepared
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +231,16 @@ def prepare_isolated(
     if isinstance(outcome, IngestError):
         raise outcome
     return outcome
+
+
+def prepare_file(path: Path, *, filename: str, settings: Settings, **options: Any) -> Prepared:
+    """`prepare_document` of the file at `path`: in a limited child process, or in this one
+    when `settings.isolate_extraction` is off (tests and trusted input only)."""
+    if settings.isolate_extraction:
+        return prepare_isolated(path, filename=filename, settings=settings, **options)
+    from pipeline.prepare import prepare_document  # the parsers load here only when used
+
+    return prepare_document(path.read_bytes(), filename=filename, settings=settings, **options)
 
 
 def _follow(

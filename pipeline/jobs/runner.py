@@ -15,7 +15,6 @@ import random
 import threading
 import time
 from dataclasses import asdict
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -29,18 +28,17 @@ from pipeline.errors import (
     TransientError,
 )
 from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
-from pipeline.isolation.parent import prepare_isolated
+from pipeline.isolation.parent import prepare_file
 from pipeline.jobs.job import JobWork
 from pipeline.jobs.state import JobStore, stage_progress
 from pipeline.keys import JobStage
-from pipeline.prepare import Prepared, prepare_document
 from pipeline.redis_errors import map_redis_errors
 from pipeline.services import Services
 
 log = logging.getLogger(__name__)
 
 
-class RetryJob(Exception):  # noqa: N818 - an instruction to the task, not an error
+class RetryJob(Exception):  # not named ...Error: an instruction to the task, not an error
     """The job met a transient error and was re-queued: run it again after `countdown` s."""
 
     def __init__(self, countdown: float, cause: TransientError) -> None:
@@ -49,7 +47,7 @@ class RetryJob(Exception):  # noqa: N818 - an instruction to the task, not an er
         self.cause = cause
 
 
-class LostJob(Exception):  # noqa: N818
+class LostJob(Exception):
     """This attempt no longer owns the job (re-queued by the sweep, or finished elsewhere)."""
 
 
@@ -256,8 +254,7 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
             return False
 
     config = services.ensure_index(job.index)
-    prepare = prepare_isolated if services.settings.isolate_extraction else prepare_in_process
-    prepared = prepare(
+    prepared = prepare_file(
         path,
         filename=job.filename,
         settings=services.settings,
@@ -297,14 +294,7 @@ def _version(services: Services, work: JobWork, attempt: int) -> int:
     if work.version is not None:
         return work.version
     job = work.job
-    live = services.store.live_document(job.index, job.document_id)
-    floor = live.version if live is not None else 0
-    version = services.fence.next_version(job.index, job.document_id, floor=floor)
+    version = services.next_version(job.index, job.document_id)
     if not services.jobs.set_version(job.job_id, attempt, version):
         raise LostJob()
     return version
-
-
-def prepare_in_process(path: Path, **options: Any) -> Prepared:
-    """`prepare_document` in this process (isolation off: tests and trusted input only)."""
-    return prepare_document(path.read_bytes(), **options)

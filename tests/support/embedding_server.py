@@ -251,7 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return None
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:  # http.server's naming
         owner = self.server.owner
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         received = time.monotonic()
