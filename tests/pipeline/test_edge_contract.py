@@ -15,6 +15,7 @@ import textwrap
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any, cast
 
 import qdrant_edge as edge
 
@@ -134,7 +135,7 @@ def test_rrf_fusion_is_one_over_k_plus_rank(tmp_path: Path) -> None:
                     ),
                 ),
             ],
-            query=edge.Fusion.Rrf(k=2),
+            query=cast(Any, edge.Fusion.Rrf(k=2)),  # the stub omits the nested class
         )
     )
     # dense ranks 1, 2, 3 for ids 1, 2, 3; keyword (term 6) ranks ids 2/3 first, id 1 absent

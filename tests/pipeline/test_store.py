@@ -561,7 +561,7 @@ def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) ->
     builds the HNSW index of what was written; searches meanwhile see every point."""
     from pipeline import metrics
 
-    runs = metrics.STORE_OPTIMIZE_SECONDS.collect()[0].samples
+    runs = list(metrics.STORE_OPTIMIZE_SECONDS.collect())[0].samples
     before = next(s.value for s in runs if s.name.endswith("_count"))
     settings = Settings(
         data_dir=tmp_path, edge_optimize_after_points=1000, edge_optimize_idle_seconds=0.2
@@ -585,5 +585,5 @@ def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) ->
         time.sleep(5)  # idle and due: the background thread builds the index
         assert store.engine.pending_points("docs") == 0
         assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
-    runs = metrics.STORE_OPTIMIZE_SECONDS.collect()[0].samples
+    runs = list(metrics.STORE_OPTIMIZE_SECONDS.collect())[0].samples
     assert next(s.value for s in runs if s.name.endswith("_count")) > before
