@@ -1,6 +1,6 @@
 """The FastAPI app factory. Clients are built in the lifespan, never at import time.
 
-`docingest serve` passes the `Services` it shares with its in-process worker (one local-mode
+`docingest serve` passes the `Services` it shares with its in-process worker (one embedded
 store per process); `docingest api` lets the lifespan build its own.
 """
 
@@ -34,7 +34,7 @@ def create_app(
     celery: Celery | None = None,
     owns_store: bool = True,
 ) -> FastAPI:
-    """Build the app. `owns_store=False` for an API beside a separate local-mode worker."""
+    """Build the app; `owns_store=False` beside a separate worker owning the embedded store."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

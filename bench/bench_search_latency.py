@@ -42,7 +42,7 @@ from pipeline.search import SearchRequest, search  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.sparse import encode_document  # noqa: E402
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore  # noqa: E402
-from pipeline.store.filters import fields_filter  # noqa: E402
+from pipeline.store.requests import fields_filter  # noqa: E402
 
 DIMS = 384
 VOCABULARY = 30_000
@@ -162,10 +162,8 @@ def run_size(size: int, queries: int, budget: float, seed: int) -> dict[str, obj
         store.publish(INDEX, "doc-0", 1)
         publish_one = time.perf_counter() - t0
         t0 = time.perf_counter()
-        with store._connection.guard(INDEX) as client:  # everything live at once (bench only)
-            client.set_payload(
-                "docingest_" + INDEX, {"state": "live"}, points=fields_filter(state="staged")
-            )
+        # everything live at once (bench only)
+        store.engine.set_payload(INDEX, {"state": "live"}, fields_filter(state="staged"))
         publish_all = time.perf_counter() - t0
 
         embedder = PremadeEmbedder()

@@ -1,5 +1,6 @@
 """`docingest`: run the service (`serve`, `api`, `worker`), talk to it (`ingest`, `search`,
-`status`), or preview how files will be cut before they are ingested (`inspect`)."""
+`status`), preview how files will be cut before they are ingested (`inspect`), or move an
+index between stores (`export`, `import`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from docingest.commands import add_client_commands
+from docingest.transfer import add_transfer_commands
 from pipeline.log import configure_logging
 from pipeline.settings import ChunkUnit, Settings, get_settings
 
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--unit", choices=[unit.value for unit in ChunkUnit])
     inspect.set_defaults(handler=_inspect)
     add_client_commands(commands)
+    add_transfer_commands(commands)
 
     serve = commands.add_parser(
         "serve", help="run the API and a worker in one process (the embedded default)"
@@ -57,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--pool",
         choices=["prefork", "threads", "solo"],
-        help="default: threads in local mode, prefork with a Qdrant server",
+        help="default: threads with the embedded store, prefork with a Qdrant server",
     )
     worker.add_argument(
         "--max-tasks-per-child", type=int, help="recycle a pool process after this many jobs"

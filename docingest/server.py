@@ -89,7 +89,7 @@ def check_dependencies(services: Services, *, store: bool) -> None:
         try:
             services.store.ping()
         except IngestError as exc:
-            where = settings.qdrant_url or f"local mode in {settings.data_dir / 'qdrant'}"
+            where = settings.qdrant_url or f"embedded store in {settings.data_dir / 'edge'}"
             raise StartupError(f"Qdrant ({where}) is not usable: {exc.message}") from exc
 
 
@@ -174,8 +174,8 @@ def run_api(settings: Settings) -> int:
         services.close()
     if not services.owns_store:
         log.warning(
-            "local-mode Qdrant: this API only accepts uploads and reports jobs; searches and "
-            "document listings need `docingest serve` or DOCINGEST_QDRANT_URL"
+            "embedded store owned by the worker: this API only accepts uploads and reports jobs; "
+            "searches and document listings need `docingest serve` or DOCINGEST_QDRANT_URL"
         )
     app = create_app(settings, owns_store=services.owns_store)
     uvicorn.Server(_http_config(app, settings, log_level="info")).run()
@@ -204,7 +204,7 @@ def run_worker(
 ) -> int:
     """Run a Celery worker on the ingest and housekeeping queues.
 
-    In local mode the worker owns the Qdrant directory, so it is one process: a thread pool
+    With the embedded store the worker owns its directory, so it is one process: a thread pool
     (default) or prefork with one child (the child owns the store; a crash costs the child, not
     the worker). With a Qdrant server it defaults to prefork. With `metrics_port` set, the
     main process serves the metrics of every pool process there (`workers/metrics.py`).
@@ -238,7 +238,7 @@ def _worker_pool(settings: Settings, pool: str | None, concurrency: int) -> tupl
     local = settings.qdrant_url is None
     if local and pool == "prefork" and concurrency != 1:
         raise _BadWorkerOptions(
-            "local-mode Qdrant allows one process per directory; use --pool threads, --pool "
+            "the embedded store allows one process per directory; use --pool threads, --pool "
             "prefork --concurrency 1, or set DOCINGEST_QDRANT_URL to a Qdrant server."
         )
     pool = pool or ("threads" if local else "prefork")
@@ -260,7 +260,7 @@ def _open_worker_clients(settings: Settings, pool: str) -> None:
         raise
     if pool == "prefork":
         probe.close()  # children build their own clients (and own the local store); none
-        # may cross a fork, and the parent must not hold the local-mode lock
+        # may cross a fork, and the parent must not hold the embedded store's lock
     else:
         context.install(probe)  # one process: keep the clients (and the store) it opened
 

@@ -31,7 +31,7 @@
         ├── DependencyUnavailable     dependency_unavailable
         ├── EmbeddingUnavailable      embedding_failed (the provider kept failing; the job
         │                             is re-queued, and fails with this code at its last try)
-        ├── StoreLocked               store_locked (another process holds the local store)
+        ├── StoreLocked               store_locked (another process holds the embedded store)
         └── DocumentBusy              document_busy
 
 Third-party exceptions are translated once, where they are raised, with `raise ... from exc`.
@@ -127,7 +127,7 @@ class InvalidFilter(PermanentError):
 
 
 class StoreLocked(TransientError):
-    """The local Qdrant directory is held by another process."""
+    """The embedded store's directory is held by another process."""
 
     code = "store_locked"
 
@@ -173,7 +173,7 @@ class JobStateConflict(PermanentError):
 
 
 class StoreNotHere(PermanentError):
-    """Local-mode Qdrant is owned by another process (the worker); this one cannot read it."""
+    """The embedded store is owned by another process (the worker); this one cannot read it."""
 
     code = "store_not_here"
 

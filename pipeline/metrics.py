@@ -40,3 +40,8 @@ EMBEDDING_REQUEST_SECONDS = Histogram(
     ["provider"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
+STORE_OPTIMIZE_SECONDS = Histogram(
+    "docingest_store_optimize_duration_seconds",
+    "Time of one optimization run of an embedded (Edge) shard; the process pauses meanwhile.",
+    buckets=_DURATION_BUCKETS,
+)

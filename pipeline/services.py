@@ -1,9 +1,10 @@
 """The clients one process works with, built once: by the API's lifespan, by a worker process
-on its first task, or by `docingest serve` for both at once (so both share one local store).
+on its first task, or by `docingest serve` for both at once (so both share one embedded store).
 
-Local-mode Qdrant allows one process per directory. A process that does not own it
-(`owns_store=False`: the API beside a separate local-mode worker) gets `StoreNotHere` with a
-message saying what to do instead of a lock error; with a Qdrant server every process owns.
+The embedded store allows one process per directory. A process that does not own it
+(`owns_store=False`: the API beside a separate worker without a Qdrant server) gets
+`StoreNotHere` with a message saying what to do instead of a lock error; with a Qdrant server
+every process owns.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Services:
         """The vector store, opened on first use."""
         if not self.owns_store:
             raise StoreNotHere(
-                "The index is in local mode and a separate `docingest worker` owns it; run "
+                "The index is in the embedded store and a separate `docingest worker` owns it; run "
                 "`docingest serve` for one process, or set DOCINGEST_QDRANT_URL to a Qdrant "
                 "server so the API can read it too."
             )

@@ -58,13 +58,24 @@ class Settings(BaseSettings):
 
     # --- storage locations -------------------------------------------------------------
     data_dir: Path = Field(default_factory=_default_data_dir)
-    """Root for everything kept on disk: staged uploads, local Qdrant, private Redis."""
+    """Root for everything kept on disk: staged uploads, the embedded store, private Redis."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     """Redis used as Celery broker and for job state."""
 
     qdrant_url: str | None = None
-    """Qdrant server or cluster URL; unset means qdrant-client local mode under `data_dir`."""
+    """Qdrant server, cluster or Qdrant Cloud URL; unset means the embedded store (Qdrant Edge
+    shards under `data_dir/edge`). ":memory:" is qdrant-client's in-memory local mode, the
+    server's stand-in in tests (a linear scan that keeps nothing: not for deployments)."""
+
+    edge_optimize_after_points: int = Field(default=10_000, ge=1000)
+    """Embedded store: points written to an index before its HNSW index is built for them.
+    Each build pauses the process for its length (BENCHMARKS.md, "Embedded store");
+    larger means fewer, longer pauses and more unindexed points for searches to scan."""
+
+    edge_optimize_idle_seconds: float = Field(default=2.0, ge=0)
+    """Embedded store: how long the store must be idle before a due build runs (one due for
+    twice `edge_optimize_after_points` runs anyway)."""
 
     qdrant_api_key: SecretStr | None = None
     """API key for the Qdrant server, if it requires one."""

@@ -24,7 +24,7 @@ def install(services: Services) -> None:
 
 
 def configure(*, owns_store: bool) -> None:
-    """Say whether services built later in this process may open a local-mode store."""
+    """Say whether services built later in this process may open the embedded store."""
     global _owns_store
     _owns_store = owns_store
 
@@ -46,7 +46,7 @@ def forget() -> None:
 
 
 def shutdown() -> None:
-    """Close this process's services (releases a local-mode store lock)."""
+    """Close this process's services (releases the embedded store's lock)."""
     global _services
     with _lock:
         if _services is not None:

@@ -1,7 +1,7 @@
 """A Celery worker inside the current process, on a thread pool (the embedded topology).
 
-`docingest serve` runs the API and this worker in one process so both share one local-mode
-Qdrant client. It uses Celery's `WorkController` directly, as celery.contrib.testing does: the
+`docingest serve` runs the API and this worker in one process so both share one embedded
+store. It uses Celery's `WorkController` directly, as celery.contrib.testing does: the
 `celery worker` program would install signal handlers, which only the main thread may do.
 """
 

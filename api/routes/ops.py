@@ -52,7 +52,7 @@ def _readiness(services: Services, request: Request) -> dict[str, str]:
         except IngestError as exc:
             checks["qdrant"] = f"unavailable: {exc.message}"
     else:
-        checks["qdrant"] = "ok: local mode, owned by the worker process"
+        checks["qdrant"] = "ok: embedded store, owned by the worker process"
     problem = _check_embedding(services, request)
     checks["embedding"] = "ok" if problem is None else f"unavailable: {problem}"
     return checks

@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import LockError, LockNotOwnedError, RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from pipeline.errors import DependencyUnavailable, DocumentBusy
+from pipeline.errors import DocumentBusy
+from pipeline.keys import DEFAULT_PREFIX, Keys
+from pipeline.redis_errors import REDIS_DOWN, map_redis_errors
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -34,13 +34,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KEY_PREFIX = "docingest:"
 DEFAULT_LOCK_TIMEOUT = 600.0
 """Seconds a store-phase lock lives unless released: longer than any one document's writes."""
 KEEP_ALIVE_TIMEOUT = 15.0
 """TTL of a kept-alive lock, renewed every third of it: how long a dead holder blocks."""
-
-_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
 
 # KEYS[1] = counter, ARGV[1] = floor. Raise a missing or lower counter to the floor, then INCR.
 _NEXT_VERSION = """
@@ -53,37 +50,24 @@ return redis.call('INCR', KEYS[1])
 """
 
 
-def _unavailable(exc: Exception) -> DependencyUnavailable:
-    return DependencyUnavailable(f"Redis is unavailable: {exc}")
-
-
 class DocumentFence:
     """Per-document version counters and locks in Redis under `key_prefix`."""
 
-    def __init__(self, redis: Redis, key_prefix: str = DEFAULT_KEY_PREFIX) -> None:
+    def __init__(self, redis: Redis, key_prefix: str = DEFAULT_PREFIX) -> None:
         self._redis = redis
-        self._prefix = key_prefix
+        self._keys = Keys(key_prefix)
         self._next_version = redis.register_script(_NEXT_VERSION)
-
-    def _key(self, kind: str, index: str, document_id: str) -> str:
-        # Index names cannot contain ":", so the document id may contain anything.
-        return f"{self._prefix}{kind}:{index}:{document_id}"
 
     def next_version(self, index: str, document_id: str, *, floor: int = 0) -> int:
         """Hand out the document's next version, never at or below `floor` (the store's)."""
-        try:
-            return int(
-                self._next_version(keys=[self._key("version", index, document_id)], args=[floor])
-            )
-        except _REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
+        counter = self._keys.document_version(index, document_id)
+        with map_redis_errors():
+            return int(self._next_version(keys=[counter], args=[floor]))
 
     def current_version(self, index: str, document_id: str) -> int | None:
         """Return the newest version handed out for the document, or None if none was."""
-        try:
-            value = self._redis.get(self._key("version", index, document_id))
-        except _REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
+        with map_redis_errors():
+            value = self._redis.get(self._keys.document_version(index, document_id))
         return None if value is None else int(value)
 
     def is_current(self, index: str, document_id: str, version: int) -> bool:
@@ -108,15 +92,14 @@ class DocumentFence:
         expired) and raises `DocumentBusy` if another attempt still holds it.
         """
         lock = self._redis.lock(
-            self._key("lock", index, document_id),
+            self._keys.document_lock(index, document_id),
             timeout=timeout,
             blocking_timeout=timeout if blocking_timeout is None else blocking_timeout,
             thread_local=False,  # the keep-alive thread renews it with the holder's token
         )
         try:
-            acquired = lock.acquire()
-        except _REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
+            with map_redis_errors():
+                acquired = lock.acquire()
         except LockError as exc:  # pragma: no cover - acquire reports a timeout as False
             raise DocumentBusy(_busy_message(document_id)) from exc
         if not acquired:
@@ -136,7 +119,7 @@ class DocumentFence:
                     document_id,
                     index,
                 )
-            except _REDIS_DOWN as exc:  # the TTL frees it; do not hide the body's error
+            except REDIS_DOWN as exc:  # the TTL frees it; do not hide the body's error
                 log.warning("could not release the store lock of %r: %s", document_id, exc)
 
 

@@ -1,5 +1,4 @@
-"""Search filters, validated from a request's `filter` object, and the Qdrant requests and
-points the store builds from them.
+"""Search filters, validated from a request's `filter` object.
 
 A filter is a JSON object of conditions that must all hold. A scalar value means equality
 (against a list-valued field it matches when any element equals it); a list means any-of
@@ -13,21 +12,9 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
-
-import numpy as np
-from qdrant_client import models
+from typing import Any
 
 from pipeline.errors import InvalidFilter
-from pipeline.settings import Settings
-from pipeline.sparse import SparseTerms
-from pipeline.store.models import (
-    RESULT_PAYLOAD_KEYS,
-    ChunkRecord,
-    IndexConfig,
-    ScoredChunk,
-    point_id,
-)
 
 TOP_LEVEL_KEYS = frozenset({"document_id"})
 """Filter keys that address the point payload itself rather than user metadata."""
@@ -96,147 +83,3 @@ def _check_value(key: str, value: Any) -> FilterValue:
         f"Filter value of '{key}' must be a string, number, boolean or list, "
         f"not {type(value).__name__}."
     )
-
-
-def _condition(path: str, value: FilterValue) -> models.Condition:
-    if isinstance(value, tuple):
-        any_of = cast("list[str] | list[int]", list(value))
-        return models.FieldCondition(key=path, match=models.MatchAny(any=any_of))
-    if isinstance(value, float):  # MatchValue takes str, int and bool only
-        return models.FieldCondition(key=path, range=models.Range(gte=value, lte=value))
-    return models.FieldCondition(key=path, match=models.MatchValue(value=value))
-
-
-def equals(path: str, value: str | int | bool) -> models.FieldCondition:
-    return models.FieldCondition(key=path, match=models.MatchValue(value=value))
-
-
-def to_qdrant(
-    search_filter: SearchFilter | None, *, must: list[models.Condition] | None = None
-) -> models.Filter:
-    """Return the Qdrant filter of `search_filter` plus the store's own `must` conditions."""
-    conditions = list(must or [])
-    if search_filter is not None:
-        conditions.extend(_condition(path, value) for path, value in search_filter.conditions)
-    return models.Filter(must=conditions)
-
-
-def metadata_index_schema(value: Any) -> models.PayloadSchemaType | None:
-    """Return the payload index type suiting a user metadata value, or None for none."""
-    if isinstance(value, bool):
-        return models.PayloadSchemaType.BOOL
-    if isinstance(value, int):
-        return models.PayloadSchemaType.INTEGER
-    if isinstance(value, float):
-        return models.PayloadSchemaType.FLOAT
-    if isinstance(value, str) or (
-        isinstance(value, list) and value and all(isinstance(item, str) for item in value)
-    ):
-        return models.PayloadSchemaType.KEYWORD
-    return None
-
-
-DENSE = "dense"
-KEYWORD = "keyword"
-"""Names of the two vectors of every point."""
-LIVE = equals("state", "live")
-
-
-def fields_filter(**fields: str | int | None) -> models.Filter:
-    """Return a filter of payload equalities, skipping fields given as None."""
-    return models.Filter(
-        must=[equals(key, value) for key, value in fields.items() if value is not None]
-    )
-
-
-def sparse_vector(terms: SparseTerms) -> models.SparseVector:
-    return models.SparseVector(indices=list(terms.indices), values=list(terms.values))
-
-
-def candidate_request(
-    query: np.ndarray | SparseTerms, *, limit: int, search_filter: SearchFilter | None
-) -> models.QueryRequest:
-    """Return a request for live chunks nearest `query` (dense or keyword) among the filtered."""
-    if isinstance(query, SparseTerms):
-        vector: models.Query | models.SparseVector | list[float] = sparse_vector(query)
-        using = KEYWORD
-    else:
-        vector, using = np.asarray(query, dtype=np.float32).tolist(), DENSE
-    return models.QueryRequest(
-        query=vector,
-        using=using,
-        limit=limit,
-        filter=to_qdrant(search_filter, must=[LIVE]),
-        with_payload=list(RESULT_PAYLOAD_KEYS),
-    )
-
-
-def fused_query(
-    vector: np.ndarray,
-    terms: SparseTerms,
-    *,
-    limit: int,
-    search_filter: SearchFilter | None,
-    rrf_k: int | None,
-) -> tuple[list[models.Prefetch], models.Query]:
-    """Return Qdrant-side RRF over dense and keyword prefetches (`rrf_k` None: its default)."""
-    selector = to_qdrant(search_filter, must=[LIVE])
-    prefetch = [
-        models.Prefetch(query=vector.tolist(), using=DENSE, limit=limit, filter=selector),
-        models.Prefetch(query=sparse_vector(terms), using=KEYWORD, limit=limit, filter=selector),
-    ]
-    if rrf_k is None:
-        return prefetch, models.FusionQuery(fusion=models.Fusion.RRF)
-    return prefetch, models.RrfQuery(rrf=models.Rrf(k=rrf_k))
-
-
-def point_struct(index: str, record: ChunkRecord) -> models.PointStruct:
-    """Return the staged point of one chunk (no keyword vector when it has no terms)."""
-    vectors: dict[str, Any] = {DENSE: record.dense.astype(np.float32).tolist()}
-    if record.sparse.indices:
-        vectors[KEYWORD] = sparse_vector(record.sparse)
-    return models.PointStruct(
-        id=point_id(index, record.document_id, record.version, record.chunk_index),
-        vector=vectors,
-        payload=record.payload(state="staged"),
-    )
-
-
-def scored_chunk(point: models.ScoredPoint) -> ScoredChunk:
-    return ScoredChunk.from_payload(str(point.id), float(point.score), point.payload or {})
-
-
-METADATA_KEY = "docingest"
-"""Key of docingest's entry in a collection's metadata."""
-CORE_INDEXES = {
-    "document_id": models.PayloadSchemaType.KEYWORD,
-    "version": models.PayloadSchemaType.INTEGER,
-    "state": models.PayloadSchemaType.KEYWORD,
-    "chunk_index": models.PayloadSchemaType.INTEGER,
-    "text_hash": models.PayloadSchemaType.KEYWORD,
-}
-"""Payload indexes of every collection (server only: local mode has none)."""
-
-
-def collection_params(name: str, config: IndexConfig, settings: Settings) -> dict[str, Any]:
-    """Return `create_collection` arguments for index `name`: vectors, sharding, metadata."""
-    return {
-        "vectors_config": {
-            DENSE: models.VectorParams(
-                size=config.embedding.dimensions or 0, distance=models.Distance.COSINE
-            )
-        },
-        "sparse_vectors_config": {KEYWORD: models.SparseVectorParams(modifier=models.Modifier.IDF)},
-        "shard_number": settings.qdrant_shard_number,
-        "replication_factor": settings.qdrant_replication_factor,
-        "write_consistency_factor": settings.qdrant_write_consistency_factor,
-        "metadata": {METADATA_KEY: {"index": name, "config": config.model_dump(mode="json")}},
-    }
-
-
-def stored_config(metadata: dict[str, Any] | None) -> IndexConfig | None:
-    """Return the index config in a collection's metadata; None for a foreign collection."""
-    stored = (metadata or {}).get(METADATA_KEY)
-    if not isinstance(stored, dict) or "config" not in stored:
-        return None
-    return IndexConfig.model_validate(stored["config"])

@@ -1,11 +1,13 @@
-"""The vector store: one Qdrant collection per index, and every qdrant-client call docingest makes.
+"""The vector store: one Qdrant collection (server) or shard (embedded) per index.
 
-An index's settings live in its collection's metadata, so every process reads the same ones.
-A chunk is one point with a dense vector ("dense", cosine) and a keyword vector ("keyword",
-sparse, Qdrant's IDF modifier), written "staged" and made "live" when its whole version is
-stored; searches see live points only. Documents are derived from the points (the chunk_index 0
-point of a document's highest live version carries its fields), never from a second database.
-Connections, the local-mode lock and error translation are in `pipeline/store_client.py`.
+An index's settings are stored with it, so every process reads the same ones. A chunk is one
+point with a dense vector ("dense", cosine) and a keyword vector ("keyword", sparse, Qdrant's
+IDF modifier), written "staged" and made "live" when its whole version is stored; searches see
+live points only. Documents are derived from the points (the chunk_index 0 point of a
+document's highest live version carries its fields), never from a second database, and listing
+them reads those points alone through a payload index: O(documents), not O(chunks).
+
+This is the store's logic, once; `pipeline.store.engine` is the seam to the two engines.
 """
 
 from __future__ import annotations
@@ -19,26 +21,11 @@ from pipeline import metrics
 from pipeline.errors import DocumentNotFound, IndexConflict, IndexNotFound
 from pipeline.settings import Settings
 from pipeline.sparse import SparseTerms
-from pipeline.store.connection import Connection
-from pipeline.store.filters import (
-    CORE_INDEXES,
-    DENSE,
-    SearchFilter,
-    candidate_request,
-    collection_params,
-    equals,
-    fields_filter,
-    fused_query,
-    metadata_index_schema,
-    metadata_path,
-    point_struct,
-    scored_chunk,
-    stored_config,
-)
+from pipeline.store.engine import Engine, open_engine
+from pipeline.store.filters import SearchFilter, metadata_path
 from pipeline.store.models import (
     DOCUMENT_PAYLOAD_KEYS,
     RESULT_PAYLOAD_KEYS,
-    ChunkingSpec,
     ChunkRecord,
     DocumentFields,
     IndexConfig,
@@ -49,9 +36,22 @@ from pipeline.store.models import (
     stored_document,
     validate_index_name,
 )
+from pipeline.store.requests import (
+    DENSE,
+    KEYWORD,
+    Point,
+    candidate_request,
+    equals,
+    fields_filter,
+    fused_query,
+    metadata_index_schema,
+    point_from_record,
+    point_of,
+    scored_chunk,
+)
 
 __all__ = [
-    "ChunkRecord", "ChunkingSpec", "DocumentFields", "IndexConfig", "IndexInfo", "ScoredChunk",
+    "ChunkRecord", "DocumentFields", "IndexConfig", "IndexInfo", "ScoredChunk",
     "SearchFilter", "SparseTerms", "StoredDocument", "VectorStore", "point_id",
     "validate_index_name",
 ]  # fmt: skip
@@ -63,22 +63,20 @@ _SCROLL_PAGE = 256
 class VectorStore:
     """All index, point, document and search-candidate operations; safe to share by threads."""
 
-    def __init__(self, connection: Connection, *, settings: Settings) -> None:
-        self._connection = connection
-        self._settings = settings
-        self._local = connection.local
-        self._indexed_keys: dict[str, set[str]] = {}
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._indexed_keys: dict[str, set[str] | None] = {}
 
     @classmethod
     def open(cls, settings: Settings) -> VectorStore:
-        """Connect to `qdrant_url`, or open ":memory:", or local mode under `data_dir/qdrant`.
+        """Open the embedded store under `data_dir`, or connect to `qdrant_url`.
 
-        Local mode raises `StoreLocked` when another process holds the directory.
+        The embedded store raises `StoreLocked` when another process holds the directory.
         """
-        return cls(Connection.open(settings), settings=settings)
+        return cls(open_engine(settings))
 
     def close(self) -> None:
-        self._connection.close()
+        self.engine.close()
 
     def __enter__(self) -> VectorStore:
         return self
@@ -86,72 +84,52 @@ class VectorStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _collection(self, index: str) -> str:
-        return self._settings.collection_prefix + validate_index_name(index)
-
     def ping(self) -> None:
         """Raise `DependencyUnavailable` unless Qdrant answers."""
-        with self._connection.guard() as client:
-            client.get_collections()
+        self.engine.ping()
 
     # --- indexes ------------------------------------------------------------------------
 
     def create_index(self, name: str, config: IndexConfig) -> tuple[IndexInfo, bool]:
         """Create `name` with `config`; return (info, created). Other settings → IndexConflict."""
+        validate_index_name(name)
         if config.embedding.dimensions is None:
             raise ValueError("resolve embedding.dimensions before creating an index")
-        collection = self._collection(name)
-        with self._connection.locked():
+        with self.engine.locked():
             existing = self.index_config(name)
             if existing is None:
                 try:
-                    self._create_collection(name, collection, config)
+                    self.engine.create_index(name, config)
+                    self._indexed_keys.pop(name, None)
                     return self._info(name, config), True
                 except Exception as exc:  # lost a race with another process, or a failure
                     existing = self.index_config(name)
                     if existing is None:
-                        with self._connection.guard(name) as client:
-                            foreign = client.collection_exists(collection)
-                        if foreign:
+                        if self.engine.index_exists(name):
                             raise IndexConflict(
-                                f"A Qdrant collection '{collection}' exists but was not made by "
-                                "docingest; choose another index name or collection prefix."
+                                f"A Qdrant collection for index '{name}' exists but was not "
+                                "made by docingest; choose another index name or collection "
+                                "prefix."
                             ) from exc
                         raise
             if existing.conflicts_with(config):
                 raise IndexConflict(existing.conflict_message(name, config))
             return self._info(name, existing), False
 
-    def _create_collection(self, name: str, collection: str, config: IndexConfig) -> None:
-        settings = self._settings
-        with self._connection.guard(name) as client:
-            client.create_collection(collection, **collection_params(name, config, settings))
-            self._connection.tune_local_storage()
-            if not self._local:  # local mode ignores payload indexes (and warns about them)
-                for field, schema in CORE_INDEXES.items():
-                    client.create_payload_index(collection, field, schema, wait=True)
-            self._indexed_keys.pop(collection, None)
-
     def index_config(self, name: str) -> IndexConfig | None:
         """Return the settings stored with index `name`, or None if there is no such index."""
-        collection = self._collection(name)
         try:
-            with self._connection.guard(name) as client:
-                info = client.get_collection(collection)
+            return self.engine.index_config(validate_index_name(name))
         except IndexNotFound:
             return None
-        return stored_config(info.config.metadata)
 
     def get_index(self, name: str) -> IndexInfo | None:
         config = self.index_config(name)
         return None if config is None else self._info(name, config)
 
     def list_indexes(self) -> list[IndexInfo]:
-        prefix = self._settings.collection_prefix
-        with self._connection.guard() as client:
-            collections = client.get_collections().collections
         infos = []
-        for name in sorted(c.name[len(prefix) :] for c in collections if c.name.startswith(prefix)):
+        for name in self.engine.list_indexes():
             try:
                 info = self.get_index(name)
             except IndexNotFound:  # deleted meanwhile
@@ -162,12 +140,10 @@ class VectorStore:
 
     def delete_index(self, name: str) -> bool:
         """Delete index `name` and all its points; False if it did not exist."""
-        collection = self._collection(name)
-        with self._connection.guard(name) as client:
-            if not client.collection_exists(collection):
-                return False
-            self._indexed_keys.pop(collection, None)
-            return bool(client.delete_collection(collection))
+        validate_index_name(name)
+        with self.engine.locked():
+            self._indexed_keys.pop(name, None)
+            return self.engine.delete_index(name)
 
     def _info(self, name: str, config: IndexConfig) -> IndexInfo:
         documents = self.list_documents(name)
@@ -184,7 +160,7 @@ class VectorStore:
     # --- points -------------------------------------------------------------------------
 
     def write_chunks(self, index: str, records: Sequence[ChunkRecord]) -> None:
-        """Upsert `records` as staged points, in batches, each acknowledged when applied."""
+        """Upsert `records` as staged points, in batches, each durable when written."""
         if not records:
             return
         config = self.index_config(index)
@@ -196,42 +172,31 @@ class VectorStore:
                 raise ValueError(
                     f"vector of shape {record.dense.shape} for an index of {dimensions} dimensions"
                 )
-        collection = self._collection(index)
-        self._index_metadata_keys(index, collection, records)
+        self._index_metadata_keys(index, records)
         for start in range(0, len(records), WRITE_BATCH):
-            points = [
-                point_struct(index, record) for record in records[start : start + WRITE_BATCH]
-            ]
-            with self._connection.guard(index) as client:
-                client.upsert(collection, points=points, wait=True)
+            points = [point_of(index, record) for record in records[start : start + WRITE_BATCH]]
+            self.engine.upsert(index, points)
             metrics.POINTS_UPSERTED.inc(len(points))
 
-    def _index_metadata_keys(
-        self, index: str, collection: str, records: Sequence[ChunkRecord]
-    ) -> None:
+    def _index_metadata_keys(self, index: str, records: Sequence[ChunkRecord]) -> None:
         """Give each user metadata key a payload index the first time it is written."""
-        if self._local:
+        if index not in self._indexed_keys:
+            self._indexed_keys[index] = self.engine.payload_indexes(index)
+        known = self._indexed_keys[index]
+        if known is None:  # the engine keeps no payload indexes
             return
-        with self._connection.guard(index) as client:
-            known = self._indexed_keys.get(collection)
-            if known is None:
-                schema = client.get_collection(collection).payload_schema
-                known = self._indexed_keys[collection] = set(schema)
-            for record in records:
-                for key, value in record.document.metadata.items():
-                    path = metadata_path(key)
-                    if path in known or (schema_type := metadata_index_schema(value)) is None:
-                        continue
-                    client.create_payload_index(collection, path, schema_type, wait=True)
-                    known.add(path)
+        for record in records:
+            for key, value in record.document.metadata.items():
+                path = metadata_path(key)
+                if path in known or (schema_type := metadata_index_schema(value)) is None:
+                    continue
+                self.engine.create_payload_index(index, path, schema_type)
+                known.add(path)
 
     def publish(self, index: str, document_id: str, version: int) -> None:
         """Make every point of that version live."""
         selector = fields_filter(document_id=document_id, version=version)
-        with self._connection.guard(index) as client:
-            client.set_payload(
-                self._collection(index), {"state": "live"}, points=selector, wait=True
-            )
+        self.engine.set_payload(validate_index_name(index), {"state": "live"}, selector)
 
     def retire(self, index: str, document_id: str, *, keep_version: int) -> int:
         """Delete the document's points of every version but `keep_version`; return how many."""
@@ -246,11 +211,9 @@ class VectorStore:
         self._delete(index, fields_filter(document_id=document_id, version=version))
 
     def _delete(self, index: str, selector: models.Filter) -> int:
-        collection = self._collection(index)
-        with self._connection.guard(index) as client:
-            count = client.count(collection, count_filter=selector, exact=True).count
-            if count:
-                client.delete(collection, points_selector=selector, wait=True)
+        count = self.engine.count(validate_index_name(index), selector)
+        if count:
+            self.engine.delete(index, selector)
         return count
 
     def count_points(
@@ -261,9 +224,7 @@ class VectorStore:
         state: str | None = None,
     ) -> int:
         selector = fields_filter(document_id=document_id, version=version, state=state)
-        with self._connection.guard(index) as client:
-            result = client.count(self._collection(index), count_filter=selector, exact=True)
-        return result.count
+        return self.engine.count(validate_index_name(index), selector)
 
     def stored_vectors(self, index: str, document_id: str, version: int) -> dict[str, np.ndarray]:
         """Return text_hash → dense vector for the points of that version (for reuse)."""
@@ -275,26 +236,32 @@ class VectorStore:
                 vectors[record.payload["text_hash"]] = np.asarray(dense, dtype=np.float32)
         return vectors
 
+    def live_points(self, index: str) -> Iterator[Point]:
+        """Yield every live point of the index as stored (for export)."""
+        live = fields_filter(state="live")
+        for record in self._scroll(index, live, payload=None, vectors=[DENSE, KEYWORD]):
+            yield point_from_record(record)
+
+    def write_points(self, index: str, points: Sequence[Point]) -> None:
+        """Write points as they are, state included (for import)."""
+        self.engine.upsert(validate_index_name(index), points)
+        metrics.POINTS_UPSERTED.inc(len(points))
+
     def _scroll(
         self,
         index: str,
         selector: models.Filter,
         *,
-        payload: Sequence[str],
+        payload: Sequence[str] | None,
         vectors: Sequence[str] | None = None,
     ) -> Iterator[models.Record]:
-        collection = self._collection(index)
+        """Yield the matching points with `payload` keys (None: all) and `vectors`."""
+        validate_index_name(index)
         offset: models.ExtendedPointId | None = None
         while True:
-            with self._connection.guard(index) as client:
-                records, offset = client.scroll(
-                    collection,
-                    scroll_filter=selector,
-                    limit=_SCROLL_PAGE,
-                    offset=offset,
-                    with_payload=list(payload),
-                    with_vectors=list(vectors) if vectors else False,
-                )
+            records, offset = self.engine.scroll(
+                index, selector, limit=_SCROLL_PAGE, offset=offset, payload=payload, vectors=vectors
+            )
             yield from records
             if offset is None:
                 return
@@ -378,17 +345,15 @@ class VectorStore:
         score, and tests compare the two. `rrf_k` None is Qdrant's default constant.
         """
         prefetch, query = fused_query(vector, terms, limit=limit, search_filter=filter, rrf_k=rrf_k)
-        with self._connection.guard(index) as client:
-            response = client.query_points(
-                self._collection(index),
-                prefetch=prefetch,
-                query=query,
-                limit=2 * limit,
-                with_payload=list(RESULT_PAYLOAD_KEYS),
-            )
-        return [scored_chunk(point) for point in response.points]
+        points = self.engine.query_fused(
+            validate_index_name(index),
+            prefetch=prefetch,
+            query=query,
+            limit=2 * limit,
+            with_payload=RESULT_PAYLOAD_KEYS,
+        )
+        return [scored_chunk(point) for point in points]
 
     def _query(self, index: str, requests: list[models.QueryRequest]) -> list[list[ScoredChunk]]:
-        with self._connection.guard(index) as client:
-            responses = client.query_batch_points(self._collection(index), requests)
-        return [[scored_chunk(point) for point in response.points] for response in responses]
+        responses = self.engine.query_batch(validate_index_name(index), requests)
+        return [[scored_chunk(point) for point in points] for points in responses]

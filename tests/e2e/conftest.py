@@ -1,5 +1,5 @@
 """Fixtures of the end-to-end tests: a client of the module's `docingest serve` (`serve_env`,
-tests/conftest.py), a subprocess with the local embedding model, local-mode Qdrant in a
+tests/conftest.py), a subprocess with the local embedding model, the embedded store in a
 temporary data directory, and its own Redis key prefix on DB 15, removed after.
 """
 

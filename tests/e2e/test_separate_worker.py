@@ -1,5 +1,5 @@
 """End to end with `docingest api` and `docingest worker` as separate processes sharing one
-environment (same Redis prefix, same data directory, so local-mode Qdrant owned by the worker).
+environment (same Redis prefix, same data directory, so the embedded store is owned by the worker).
 
 The API accepts uploads and reports jobs but cannot read the store; the tests stop the worker
 and open the store themselves to check what it holds. One test kills the worker mid-job: the
@@ -69,7 +69,7 @@ def start_worker(env: ServiceEnv) -> Iterator[Callable[[], Process]]:
 
 
 def open_store(env: ServiceEnv) -> VectorStore:
-    """Open the worker's local-mode store (only once every worker has stopped)."""
+    """Open the worker's embedded store (only once every worker has stopped)."""
     return VectorStore.open(Settings(data_dir=env.data_dir))
 
 

@@ -1,4 +1,4 @@
-"""The Qdrant store in :memory: and local mode: indexes, points, documents, isolation, locking."""
+"""The vector store on both engines (Edge and qdrant-client): indexes, points, documents, locks."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from pipeline.store import (
     point_id,
     validate_index_name,
 )
+from pipeline.store.client import ClientEngine
+from pipeline.store.edge import EdgeEngine
 
 REPO = Path(__file__).resolve().parents[2]
 DIMS = 8
@@ -93,12 +96,17 @@ def records(
     ]
 
 
-def store_settings(mode: str, tmp_path: Path) -> Settings:
-    url = ":memory:" if mode == "memory" else None
+ENGINES = ["qdrant-client", "edge"]
+"""The store's suite runs on both engines (congruence): qdrant-client's in-memory local mode
+stands in for a Qdrant server, which takes the same client calls; Edge is the embedded store."""
+
+
+def store_settings(engine: str, tmp_path: Path) -> Settings:
+    url = ":memory:" if engine == "qdrant-client" else None
     return Settings(qdrant_url=url, data_dir=tmp_path)
 
 
-@pytest.fixture(params=["memory", "local"])
+@pytest.fixture(params=ENGINES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
     vector_store = VectorStore.open(store_settings(request.param, tmp_path))
     yield vector_store
@@ -182,18 +190,33 @@ def test_unresolved_dimensions_are_refused(store: VectorStore) -> None:
         store.create_index("docs", IndexConfig(embedding=EmbeddingConfig()))
 
 
-def test_foreign_collection_with_the_prefix(store: VectorStore) -> None:
+def test_foreign_collection_with_the_prefix(tmp_path: Path) -> None:
     from qdrant_client import models  # only to plant a collection docingest did not make
 
-    with store._connection.guard() as client:
-        client.create_collection(
+    with VectorStore.open(store_settings("qdrant-client", tmp_path)) as store:
+        assert isinstance(store.engine, ClientEngine)
+        store.engine.client.create_collection(
             "docingest_alien",
             vectors_config=models.VectorParams(size=4, distance=models.Distance.COSINE),
         )
-    assert store.get_index("alien") is None
-    assert store.list_indexes() == []
-    with pytest.raises(IndexConflict, match="not made by docingest"):
-        store.create_index("alien", CONFIG)
+        assert store.get_index("alien") is None
+        assert store.list_indexes() == []
+        with pytest.raises(IndexConflict, match="not made by docingest"):
+            store.create_index("alien", CONFIG)
+
+
+def test_an_edge_index_whose_creation_was_cut_short_is_made_anew(tmp_path: Path) -> None:
+    half_made = tmp_path / "edge" / "docingest_docs" / "shard"
+    half_made.mkdir(parents=True)  # a crash before index.json was written
+    (half_made / "leftover").write_text("x")
+    with VectorStore.open(store_settings("edge", tmp_path)) as store:
+        assert store.get_index("docs") is None
+        assert store.list_indexes() == []
+        _, created = store.create_index("docs", CONFIG)
+        assert created
+        stored(store, "docs", "d1", 1, ["alpha"])
+        assert store.count_points("docs", state="live") == 1
+    assert not (half_made / "leftover").exists()
 
 
 def test_config_is_persisted_for_the_next_process(tmp_path: Path) -> None:
@@ -393,7 +416,7 @@ def test_bad_filters_are_refused(raw: object) -> None:
     assert raised.value.code == "invalid_filter"
 
 
-# --- concurrency and local-mode safety ----------------------------------------------------
+# --- concurrency and one-process safety -------------------------------------------------------
 
 
 def test_threads_share_one_store(store: VectorStore) -> None:
@@ -492,15 +515,75 @@ def test_closed_store_refuses_calls(tmp_path: Path) -> None:
         store.list_indexes()
 
 
-def test_local_collections_write_ahead(tmp_path: Path) -> None:
-    import sqlite3
+def test_the_previous_local_mode_store_is_migrated_on_first_start(tmp_path: Path) -> None:
+    """Indexes written by the previous release (qdrant-client local mode under data_dir/qdrant)
+    are copied into Edge on the first start, with their config, live and staged points; the
+    old files are kept, renamed."""
+    from qdrant_client import QdrantClient, models
+
+    from pipeline.store.requests import METADATA_KEY, point_of
+
+    legacy = tmp_path / "qdrant"
+    client = QdrantClient(path=str(legacy))
+    client.create_collection(  # as the previous release's store created it
+        "docingest_docs",
+        vectors_config={"dense": models.VectorParams(size=DIMS, distance=models.Distance.COSINE)},
+        sparse_vectors_config={"keyword": models.SparseVectorParams(modifier=models.Modifier.IDF)},
+        metadata={METADATA_KEY: {"index": "docs", "config": CONFIG.model_dump(mode="json")}},
+    )
+    live = [point_of("docs", r).to_qdrant() for r in records("d1", 1, ["alpha harbour", "beta"])]
+    staged = [point_of("docs", r).to_qdrant() for r in records("d2", 1, ["gamma"])]
+    client.upsert("docingest_docs", points=live + staged)
+    client.set_payload(
+        "docingest_docs",
+        {"state": "live"},
+        points=models.Filter(
+            must=[models.FieldCondition(key="document_id", match=models.MatchValue(value="d1"))]
+        ),
+    )
+    client.close()
 
     with VectorStore.open(Settings(data_dir=tmp_path)) as store:
+        assert isinstance(store.engine, EdgeEngine)
+        assert store.index_config("docs") == CONFIG
+        assert [(d.document_id, d.chunks) for d in store.list_documents("docs")] == [("d1", 2)]
+        assert store.count_points("docs", state="staged") == 1
+        hits = store.query_sparse("docs", encode_query("harbour"), limit=5)
+        assert [(h.document_id, h.chunk_index) for h in hits] == [("d1", 0)]
+    assert not legacy.exists()
+    assert (tmp_path / "qdrant.migrated" / "collection" / "docingest_docs").is_dir()
+    with VectorStore.open(Settings(data_dir=tmp_path)) as reopened:  # once only
+        assert reopened.count_points("docs") == 3
+
+
+def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) -> None:
+    """After `edge_optimize_after_points` writes and an idle moment, the background thread
+    builds the HNSW index of what was written; searches meanwhile see every point."""
+    from pipeline import metrics
+
+    runs = list(metrics.STORE_OPTIMIZE_SECONDS.collect())[0].samples
+    before = next(s.value for s in runs if s.name.endswith("_count"))
+    settings = Settings(
+        data_dir=tmp_path, edge_optimize_after_points=1000, edge_optimize_idle_seconds=0.2
+    )
+    with VectorStore.open(settings) as store:
+        assert isinstance(store.engine, EdgeEngine)
         store.create_index("docs", CONFIG)
-        stored(store, "docs", "d1", 1, ["text"])
-    files = list((tmp_path / "qdrant").rglob("storage.sqlite"))
-    assert len(files) == 1
-    with sqlite3.connect(files[0]) as database:  # the journal mode is kept in the file
-        assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    with VectorStore.open(Settings(data_dir=tmp_path)) as reopened:
-        assert reopened.count_points("docs", state="live") == 1
+        texts = [f"chunk number {n} about harbour {n % 7}" for n in range(1200)]
+        batches = [
+            records(f"d{start}", 1, texts[start : start + 200]) for start in range(0, 1200, 200)
+        ]
+        for batch in batches[:4]:  # 800 points: not due yet
+            store.write_chunks("docs", batch)
+            store.publish("docs", batch[0].document_id, 1)
+        time.sleep(1.5)  # idle, but not due
+        assert store.engine.pending_points("docs") == 800
+        for batch in batches[4:]:
+            store.write_chunks("docs", batch)
+            store.publish("docs", batch[0].document_id, 1)
+        assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
+        time.sleep(5)  # idle and due: the background thread builds the index
+        assert store.engine.pending_points("docs") == 0
+        assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
+    runs = list(metrics.STORE_OPTIMIZE_SECONDS.collect())[0].samples
+    assert next(s.value for s in runs if s.name.endswith("_count")) > before

@@ -21,7 +21,7 @@ from pipeline.jobs.runner import RetryJob, run_job
 from pipeline.keys import INGEST_QUEUE
 from pipeline.search import SearchRequest, search
 from pipeline.settings import Settings
-from pipeline.store.connection import Connection
+from pipeline.store.engine import open_engine
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
 from tests.support.crash import (
     Deployment,
@@ -326,10 +326,11 @@ def test_workers_and_the_api_reconnect_after_redis_restarts_with_a_backlog(
         redis_server.stop()
 
 
+@pytest.mark.parametrize("qdrant_url", [None, ":memory:"], ids=["edge", "qdrant-client"])
 def test_a_store_failing_mid_write_backs_off_then_completes_and_keeps_the_old_version(
-    tmp_path: Path, fake: FakeEmbeddingServer
+    tmp_path: Path, fake: FakeEmbeddingServer, qdrant_url: str | None
 ) -> None:
-    """In process: real Redis, Qdrant in memory, the fake embedder, and the real store with
+    """In process: real Redis, each store engine, the fake embedder, and the real store with
     fault injection: its next two `write_chunks` calls write half their points and raise
     `DependencyUnavailable`. Each run re-queues the job with a growing backoff (`RetryJob`, as
     the Celery task retries it); the third completes. Until then the previous version stays
@@ -338,10 +339,10 @@ def test_a_store_failing_mid_write_backs_off_then_completes_and_keeps_the_old_ve
     fake.latency = 0.0
     prefix = unique_prefix("crash-store")
     settings = service_settings(
-        tmp_path, prefix, fake, job_max_attempts=3, isolate_extraction=False
+        tmp_path, prefix, fake, job_max_attempts=3, isolate_extraction=False, qdrant_url=qdrant_url
     )
     settings.staging_dir.mkdir(parents=True)
-    store = FailingWrites(Connection.open(settings), settings=settings)
+    store = FailingWrites(open_engine(settings))
     services = ServicesWithStore(settings, store)
     index, document_id = "harbour", "journal.txt"
 

@@ -1,5 +1,5 @@
 """A deployment for the crash-safety tests: `docingest api` and `docingest worker` processes
-sharing one data directory (local-mode Qdrant, owned by whichever worker runs) and one Redis
+sharing one data directory (the embedded store, owned by whichever worker runs) and one Redis
 key prefix, embedding through the fake OpenAI-compatible server of this test process (so a job
 stays in the embedding stage as long as its `latency` says), with ways to find the processes,
 kill them, and check afterwards what Redis and the store hold.
@@ -23,7 +23,7 @@ from pipeline.keys import TERMINAL_STATUSES, Keys
 from pipeline.services import Services
 from pipeline.settings import Settings
 from pipeline.store import ChunkRecord, VectorStore
-from pipeline.store.connection import Connection
+from pipeline.store.engine import Engine
 from tests.support.docingest_service import Process, ServiceEnv, free_port, start, wait_until_up
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.http_client import ApiClient, Json
@@ -229,8 +229,8 @@ class FailingWrites(VectorStore):
     """The real store, whose next `failures` calls of `write_chunks` write half their records
     and then raise `DependencyUnavailable`, as a Qdrant that goes away mid-write would."""
 
-    def __init__(self, connection: Connection, *, settings: Settings) -> None:
-        super().__init__(connection, settings=settings)
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
         self.failures = 0
 
     def write_chunks(self, index: str, records: Sequence[ChunkRecord]) -> None:

@@ -1,0 +1,335 @@
+"""The embedded engine: one Qdrant Edge shard per index under `data_dir/edge`.
+
+Layout: `edge/docingest.lock` (the owning process's pid), and per index a directory named like
+its server collection, holding `shard/` (Edge's own files: segments, WAL) and `index.json` (the
+index config, docingest's). `index.json` is written last when an index is created, so an index
+exists exactly when it has one; a directory without it is a creation cut short and is replaced.
+A deleted index's directory is renamed away first, then removed.
+
+Locks, and why:
+- `edge/docingest.lock` (a file lock): Edge lets one process own a shard directory; a second
+  process fails at once with a message naming the first (`StoreLocked`).
+- `_lifecycle` (a condition variable): guards the table of open shards. Every call borrows a
+  shard under it and returns it after; deleting an index or closing the store waits until no
+  call holds the shard, so no thread ever uses a closed shard.
+- Nothing around reads and writes themselves: qdrant-edge-py 0.9 holds the GIL for the length
+  of every call, so calls on a shard never overlap anyway, and Edge's own locks keep a shard
+  consistent across its internal threads. The API's searches and the in-process worker's
+  writes interleave call by call.
+- Optimization (HNSW building, segment merging, vacuum) runs in `EdgeOptimizer`'s thread,
+  also on a borrowed shard; see `pipeline.store.edge_optimizer` for when and what it costs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as edge
+from qdrant_client import models
+
+from pipeline.errors import IndexNotFound
+from pipeline.settings import Settings
+from pipeline.store import edge_convert as convert
+from pipeline.store.edge_optimizer import EdgeOptimizer, OptimizerPolicy
+from pipeline.store.models import IndexConfig
+from pipeline.store.process_lock import ProcessLock
+from pipeline.store.requests import CORE_INDEXES, DENSE, KEYWORD, Point
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = "index.json"
+SHARD_DIR = "shard"
+
+
+@dataclass
+class _OpenShard:
+    shard: edge.EdgeShard
+    borrowed: int = 0
+
+
+class EdgeEngine:
+    """The `Engine` over Qdrant Edge shards in one directory, owned by this process."""
+
+    def __init__(self, root: Path, *, settings: Settings, process_lock: ProcessLock) -> None:
+        self.root = root
+        self.location = str(root)
+        self._settings = settings
+        self._process_lock = process_lock
+        self._lifecycle = threading.Condition(threading.RLock())
+        self._open: dict[str, _OpenShard] = {}
+        self._closed = False
+        self.optimizer = EdgeOptimizer(self, OptimizerPolicy.from_settings(settings))
+
+    @classmethod
+    def open(cls, settings: Settings) -> EdgeEngine:
+        """Take `data_dir/edge` for this process (else `StoreLocked`) and start the optimizer.
+
+        Indexes written by the previous release's local mode (`data_dir/qdrant`) are copied in
+        first (`pipeline.store.legacy`).
+        """
+        root = settings.data_dir / "edge"
+        process_lock = ProcessLock(root)
+        try:
+            engine = cls(root, settings=settings, process_lock=process_lock)
+            from pipeline.store.legacy import migrate_local_mode
+
+            migrate_local_mode(
+                settings.data_dir / "qdrant", engine, prefix=settings.collection_prefix
+            )
+        except BaseException:
+            process_lock.release()
+            raise
+        engine.optimizer.start()
+        return engine
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def _directory(self, index: str) -> Path:
+        return self.root / (self._settings.collection_prefix + index)
+
+    @contextmanager
+    def _borrow(self, index: str) -> Iterator[edge.EdgeShard]:
+        """Yield the index's shard, loading it on first use; `IndexNotFound` if none."""
+        with self._lifecycle:
+            if self._closed:
+                raise RuntimeError("the vector store is closed")
+            entry = self._open.get(index)
+            if entry is None:
+                directory = self._directory(index)
+                if not (directory / CONFIG_FILE).is_file():
+                    raise IndexNotFound(f"Index '{index}' does not exist.")
+                entry = self._open[index] = _OpenShard(
+                    edge.EdgeShard.load(str(directory / SHARD_DIR))
+                )
+                self.optimizer.loaded(index)
+            entry.borrowed += 1
+        try:
+            yield entry.shard
+        finally:
+            with self._lifecycle:
+                entry.borrowed -= 1
+                self._lifecycle.notify_all()
+            self.optimizer.touched()
+
+    def _close_shard(self, index: str) -> None:
+        """Close the index's open shard once no call holds it (caller holds `_lifecycle`)."""
+        entry = self._open.get(index)
+        if entry is None:
+            return
+        self._lifecycle.wait_for(lambda: entry.borrowed == 0)
+        del self._open[index]
+        entry.shard.flush()
+        entry.shard.close()
+
+    def open_indexes(self) -> list[str]:
+        with self._lifecycle:
+            return list(self._open)
+
+    def ping(self) -> None:
+        if self._closed:
+            raise RuntimeError("the vector store is closed")
+
+    def close(self) -> None:
+        self.optimizer.stop()
+        with self._lifecycle:
+            if self._closed:
+                return
+            for index in list(self._open):
+                self._close_shard(index)
+            self._closed = True
+        self._process_lock.release()
+
+    def locked(self) -> threading.Condition:
+        return self._lifecycle
+
+    # --- indexes ------------------------------------------------------------------------
+
+    def list_indexes(self) -> list[str]:
+        prefix = self._settings.collection_prefix
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            path.name[len(prefix) :]
+            for path in self.root.iterdir()
+            if path.name.startswith(prefix) and (path / CONFIG_FILE).is_file()
+        )
+
+    def create_index(self, index: str, config: IndexConfig) -> None:
+        directory = self._directory(index)
+        with self._lifecycle:
+            if (directory / CONFIG_FILE).is_file():
+                raise FileExistsError(f"index '{index}' exists")
+            self._close_shard(index)
+            shutil.rmtree(directory, ignore_errors=True)  # a creation cut short
+            shard = edge.EdgeShard.create(str(directory / SHARD_DIR), self._shard_config(config))
+            for field, schema in CORE_INDEXES.items():
+                shard.update(
+                    edge.UpdateOperation.create_field_index(field, convert.PAYLOAD_SCHEMAS[schema])
+                )
+            shard.flush()
+            self._open[index] = _OpenShard(shard)
+            _write_atomically(directory / CONFIG_FILE, config.model_dump_json())
+
+    def _shard_config(self, config: IndexConfig) -> edge.EdgeConfig:
+        return edge.EdgeConfig(
+            vectors={
+                DENSE: edge.EdgeVectorParams(
+                    size=config.embedding.dimensions or 0, distance=edge.Distance.Cosine
+                )
+            },
+            sparse_vectors={KEYWORD: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
+            optimizers=self.optimizer.policy.shard_optimizers(config.embedding.dimensions or 0),
+        )
+
+    def index_config(self, index: str) -> IndexConfig | None:
+        path = self._directory(index) / CONFIG_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise IndexNotFound(f"Index '{index}' does not exist.") from exc
+        return IndexConfig.model_validate_json(text)
+
+    def index_exists(self, index: str) -> bool:
+        return self._directory(index).exists()
+
+    def delete_index(self, index: str) -> bool:
+        directory = self._directory(index)
+        with self._lifecycle:
+            if not (directory / CONFIG_FILE).is_file():
+                return False
+            self._close_shard(index)
+            doomed = self.root / f".deleted-{uuid.uuid4().hex}"
+            directory.rename(doomed)  # atomic: the index is gone even if removal stops here
+        self.optimizer.forget(index)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # --- points -------------------------------------------------------------------------
+
+    def payload_indexes(self, index: str) -> set[str] | None:
+        with self._borrow(index) as shard:
+            return set(shard.info().payload_schema)
+
+    def create_payload_index(self, index: str, path: str, schema: models.PayloadSchemaType) -> None:
+        operation = edge.UpdateOperation.create_field_index(path, convert.PAYLOAD_SCHEMAS[schema])
+        with self._borrow(index) as shard:
+            shard.update(operation)
+
+    def upsert(self, index: str, points: Sequence[Point]) -> None:
+        operation = edge.UpdateOperation.upsert_points([convert.to_point(p) for p in points])
+        with self._borrow(index) as shard:
+            shard.update(operation)
+        self.optimizer.written(index, len(points))
+
+    def set_payload(self, index: str, payload: dict[str, Any], selector: models.Filter) -> None:
+        operation = edge.UpdateOperation.set_payload_by_filter(convert.to_filter(selector), payload)
+        with self._borrow(index) as shard:
+            shard.update(operation)
+
+    def count(self, index: str, selector: models.Filter) -> int:
+        request = edge.CountRequest(exact=True, filter=convert.to_filter(selector))
+        with self._borrow(index) as shard:
+            return shard.count(request)
+
+    def delete(self, index: str, selector: models.Filter) -> None:
+        operation = edge.UpdateOperation.delete_points_by_filter(convert.to_filter(selector))
+        with self._borrow(index) as shard:
+            shard.update(operation)
+        self.optimizer.written(index, 1)
+
+    def scroll(
+        self,
+        index: str,
+        selector: models.Filter,
+        *,
+        limit: int,
+        offset: models.ExtendedPointId | None,
+        payload: Sequence[str] | None,
+        vectors: Sequence[str] | None,
+    ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
+        request = edge.ScrollRequest(
+            offset=str(offset) if offset is not None else None,
+            limit=limit,
+            filter=convert.to_filter(selector),
+            with_payload=convert.payload_keys(payload) if payload is not None else True,
+            with_vector=list(vectors) if vectors else False,
+        )
+        with self._borrow(index) as shard:
+            records, next_offset = shard.scroll(request)
+        following = str(next_offset) if next_offset is not None else None
+        return [convert.to_record(record) for record in records], following
+
+    def query_batch(
+        self, index: str, requests: Sequence[models.QueryRequest]
+    ) -> list[list[models.ScoredPoint]]:
+        batch = edge.QueryBatchRequest([convert.to_query(request) for request in requests])
+        with self._borrow(index) as shard:
+            results = shard.query_batch(batch)
+        return [convert.to_scored(points) for points in results]
+
+    def query_fused(
+        self,
+        index: str,
+        *,
+        prefetch: Sequence[models.Prefetch],
+        query: models.FusionQuery | models.RrfQuery,
+        limit: int,
+        with_payload: Sequence[str],
+    ) -> list[models.ScoredPoint]:
+        request = edge.QueryRequest(
+            limit=limit,
+            prefetches=[convert.to_prefetch(stage) for stage in prefetch],
+            query=convert.to_fusion(query),
+            with_payload=convert.payload_keys(with_payload),
+        )
+        with self._borrow(index) as shard:
+            return convert.to_scored(shard.query(request))
+
+    # --- optimization -------------------------------------------------------------------
+
+    def optimize(self, index: str) -> float:
+        """Run Edge's optimizers on the index until none has work; return the seconds taken."""
+        started = time.perf_counter()
+        try:
+            with self._borrow(index) as shard:
+                shard.optimize()
+        except IndexNotFound:
+            return 0.0
+        return time.perf_counter() - started
+
+    def pending_points(self, index: str) -> int:
+        """Return the points whose dense vector is not in an HNSW index yet.
+
+        Edge counts every sparse vector as indexed (its inverted index is always up to date),
+        so the dense share of `indexed_vectors_count` is what remains after those."""
+        with_keywords = edge.CountRequest(
+            exact=True, filter=edge.Filter(must=[edge.HasVectorCondition(KEYWORD)])
+        )
+        with self._borrow(index) as shard:
+            info = shard.info()
+            sparse = shard.count(with_keywords)
+        return max(0, info.points_count - (info.indexed_vectors_count - sparse))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    with open(temporary, "w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    temporary.replace(path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
