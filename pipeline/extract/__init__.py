@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from pipeline.document import Detection, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import DocumentTooLarge, NoTextFound
+from pipeline.extract.csv import extract_csv
 from pipeline.extract.docx import extract_docx
 from pipeline.extract.html import extract_html
 from pipeline.extract.markdown import extract_markdown
 from pipeline.extract.pdf import extract_pdf
+from pipeline.extract.pptx import extract_pptx
 from pipeline.extract.text import extract_text
+from pipeline.extract.xlsx import extract_xlsx
+from pipeline.extract.zip_container import ZipLimits
 from pipeline.settings import Settings
+
+
+def zip_limits(settings: Settings) -> ZipLimits:
+    """The zip-bomb guards every ZIP-based format is opened under."""
+    return ZipLimits(
+        max_uncompressed_bytes=settings.max_docx_uncompressed_bytes,
+        max_compression_ratio=settings.max_docx_compression_ratio,
+    )
 
 
 def extract(
@@ -25,21 +37,7 @@ def extract(
     when it yields more than `settings.max_extracted_chars` characters. `on_page(done, total)`
     follows a PDF's pages; other formats are one page, reported when extracted.
     """
-    match detection.format:
-        case DocumentFormat.PDF:
-            document = extract_pdf(data, max_pages=settings.max_pages, on_page=on_page)
-        case DocumentFormat.DOCX:
-            document = extract_docx(
-                data,
-                max_uncompressed_bytes=settings.max_docx_uncompressed_bytes,
-                max_compression_ratio=settings.max_docx_compression_ratio,
-            )
-        case DocumentFormat.HTML:
-            document = extract_html(data, encoding=detection.encoding)
-        case DocumentFormat.MARKDOWN:
-            document = extract_markdown(data, encoding=detection.encoding)
-        case DocumentFormat.TXT:
-            document = extract_text(data, encoding=detection.encoding)
+    document = _extract_format(data, detection, settings=settings, on_page=on_page)
     if on_page is not None and detection.format is not DocumentFormat.PDF:
         on_page(1, 1)
     total = sum(len(block.text) for block in document.blocks)
@@ -51,3 +49,35 @@ def extract(
     if not any(block.text.strip() for block in document.blocks):
         raise NoTextFound(f"No text could be extracted from this {detection.format} document.")
     return document
+
+
+def _extract_format(
+    data: bytes, detection: Detection, *, settings: Settings, on_page: PageReporter | None
+) -> ExtractedDocument:
+    match detection.format:
+        case DocumentFormat.PDF:
+            return extract_pdf(data, max_pages=settings.max_pages, on_page=on_page)
+        case DocumentFormat.DOCX:
+            limits = zip_limits(settings)
+            return extract_docx(
+                data,
+                max_uncompressed_bytes=limits.max_uncompressed_bytes,
+                max_compression_ratio=limits.max_compression_ratio,
+            )
+        case DocumentFormat.HTML:
+            return extract_html(data, encoding=detection.encoding)
+        case DocumentFormat.MARKDOWN:
+            return extract_markdown(data, encoding=detection.encoding)
+        case DocumentFormat.TXT:
+            return extract_text(data, encoding=detection.encoding)
+        case DocumentFormat.CSV:
+            return extract_csv(
+                data, encoding=detection.encoding, max_chars=settings.max_extracted_chars
+            )
+        case DocumentFormat.XLSX:
+            return extract_xlsx(
+                data, limits=zip_limits(settings), max_chars=settings.max_extracted_chars
+            )
+        case DocumentFormat.PPTX:
+            return extract_pptx(data, limits=zip_limits(settings), max_slides=settings.max_pages)
+    raise NotImplementedError(detection.format)
