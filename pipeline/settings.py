@@ -100,6 +100,10 @@ class Settings(BaseSettings):
     """Largest uncompressed/compressed ratio a member of a DOCX, XLSX, PPTX, ODT or EPUB may
     have (zip-bomb guard)."""
 
+    max_attachment_depth: int = Field(default=3, ge=0)
+    """How deep e-mail attachments are extracted: 1 reads a message's own attachments, 2
+    also those of a message attached to it, and so on; deeper ones are listed by name."""
+
     extraction_memory_bytes: int = Field(default=3 * 1024**3, gt=256 * 1024**2)
     """Address-space limit of the child process that parses one upload (bomb guard)."""
 

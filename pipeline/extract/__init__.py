@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pipeline.detect import detect
 from pipeline.document import Detection, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import DocumentTooLarge, NoTextFound
 from pipeline.extract.csv import extract_csv
 from pipeline.extract.docx import extract_docx
+from pipeline.extract.eml import AttachmentReader, extract_eml
 from pipeline.extract.html import extract_html
 from pipeline.extract.markdown import extract_markdown
 from pipeline.extract.pdf import extract_pdf
@@ -52,8 +54,14 @@ def extract(
 
 
 def _extract_format(
-    data: bytes, detection: Detection, *, settings: Settings, on_page: PageReporter | None
+    data: bytes,
+    detection: Detection,
+    *,
+    settings: Settings,
+    on_page: PageReporter | None,
+    depth: int = 0,
 ) -> ExtractedDocument:
+    """Run the extractor of `detection.format`; `depth` counts e-mails this one is inside."""
     match detection.format:
         case DocumentFormat.PDF:
             return extract_pdf(data, max_pages=settings.max_pages, on_page=on_page)
@@ -80,4 +88,20 @@ def _extract_format(
             )
         case DocumentFormat.PPTX:
             return extract_pptx(data, limits=zip_limits(settings), max_slides=settings.max_pages)
+        case DocumentFormat.EML:
+            reader = _attachment_reader(settings, depth)
+            return extract_eml(data, encoding=detection.encoding, attachments=reader)
     raise NotImplementedError(detection.format)
+
+
+def _attachment_reader(settings: Settings, depth: int) -> AttachmentReader | None:
+    """Detect and extract an e-mail's attachment as an upload of its own, one level deeper;
+    None past `settings.max_attachment_depth` (the attachments are then listed by name)."""
+    if depth >= settings.max_attachment_depth:
+        return None
+
+    def read(blob: bytes, filename: str) -> ExtractedDocument:
+        detection = detect(blob, filename=filename)
+        return _extract_format(blob, detection, settings=settings, on_page=None, depth=depth + 1)
+
+    return read
