@@ -10,6 +10,7 @@ from pipeline.extract.docx import extract_docx
 from pipeline.extract.eml import AttachmentReader, extract_eml
 from pipeline.extract.html import extract_html
 from pipeline.extract.markdown import extract_markdown
+from pipeline.extract.odt import extract_odt
 from pipeline.extract.pdf import extract_pdf
 from pipeline.extract.pptx import extract_pptx
 from pipeline.extract.text import extract_text
@@ -88,6 +89,8 @@ def _extract_format(
             )
         case DocumentFormat.PPTX:
             return extract_pptx(data, limits=zip_limits(settings), max_slides=settings.max_pages)
+        case DocumentFormat.ODT:
+            return extract_odt(data, limits=zip_limits(settings))
         case DocumentFormat.EML:
             reader = _attachment_reader(settings, depth)
             return extract_eml(data, encoding=detection.encoding, attachments=reader)
