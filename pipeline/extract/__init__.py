@@ -8,6 +8,7 @@ from pipeline.errors import DocumentTooLarge, NoTextFound
 from pipeline.extract.csv import extract_csv
 from pipeline.extract.docx import extract_docx
 from pipeline.extract.eml import AttachmentReader, extract_eml
+from pipeline.extract.epub import extract_epub
 from pipeline.extract.html import extract_html
 from pipeline.extract.markdown import extract_markdown
 from pipeline.extract.odt import extract_odt
@@ -89,6 +90,8 @@ def _extract_format(
             )
         case DocumentFormat.PPTX:
             return extract_pptx(data, limits=zip_limits(settings), max_slides=settings.max_pages)
+        case DocumentFormat.EPUB:
+            return extract_epub(data, limits=zip_limits(settings))
         case DocumentFormat.ODT:
             return extract_odt(data, limits=zip_limits(settings))
         case DocumentFormat.EML:
