@@ -9,11 +9,14 @@ is named by its letter (A, B, ..., AA), as the spreadsheet shows it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta
 
 from pipeline.document import Block, BlockKind
 from pipeline.errors import DocumentTooLarge
+
+_RUNS_OF_SPACE = re.compile(r"\s\s|[^\S ]")  # two in a row, or any but a plain space
 
 ROWS_PER_BLOCK = 100
 """Rows per TABLE block; the chunker cuts tables at line ends, so this only bounds a block."""
@@ -31,8 +34,13 @@ def column_letter(index: int) -> str:
 
 def cell_text(value: object) -> str:
     """A cell value as it reads: whole numbers without ".0", dates in ISO 8601, one line."""
+    if type(value) is str:  # the common case first: this runs once per cell
+        text = value.strip()
+        return " ".join(text.split()) if _RUNS_OF_SPACE.search(text) else text
     if value is None:
         return ""
+    if type(value) is int:
+        return str(value)
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, float):
@@ -59,26 +67,26 @@ class RowRenderer:
         self.rows = 0
         self._max_chars = max_chars
         self._header: list[str] | None = None
+        self._names: list[str] = []  # the header's names, a column letter where it has none
         self._lines: list[str] = []
 
     def add(self, values: Iterable[object]) -> None:
         """Add one row of cell values (None or "" for empty cells)."""
         cells = [cell_text(value) for value in values]
-        filled = [(index, text) for index, text in enumerate(cells) if text]
-        if not filled:
-            return
         if self._header is None:
+            filled = [text for text in cells if text]
             if len(filled) == 1:
-                self._add_block(Block(filled[0][1]))
-                return
-            self._header = cells
+                self._add_block(Block(filled[0]))
+            elif filled:
+                self._header = cells
+                self._names = [name or column_letter(i) for i, name in enumerate(cells)]
             return
-        header = self._header
-        line = "; ".join(
-            f"{header[index] if index < len(header) and header[index] else column_letter(index)}"
-            f": {text}"
-            for index, text in filled
-        )
+        names = self._names
+        if len(cells) > len(names):  # cells right of the header: named by their letter
+            names.extend(column_letter(index) for index in range(len(names), len(cells)))
+        line = "; ".join([f"{names[index]}: {text}" for index, text in enumerate(cells) if text])
+        if not line:
+            return
         self._lines.append(line)
         self.rows += 1
         self._count(len(line) + 1)
