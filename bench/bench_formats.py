@@ -28,13 +28,14 @@ import statistics
 import sys
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from email import policy
 from email.message import EmailMessage
 from pathlib import Path
 
 import lxml.html
 import openpyxl
+import xlsxwriter
 from lxml import etree
 from pptx import Presentation
 
@@ -57,27 +58,27 @@ WORDS = (
 
 
 def big_xlsx(rows: int) -> bytes:
-    workbook = openpyxl.Workbook(write_only=True)
-    sheet = workbook.create_sheet("Sales")
-    sheet.append(["Region", "Store", "Month", "Units", "Price", "Revenue", "Manager", "Note"])
-    for row in range(rows):
-        sheet.append(
-            [f"Region {row % 7}", f"Store {row % 311}", f"2024-{row % 12 + 1:02d}", row % 997,
-             round(row * 0.37 % 100, 2), row * 3, f"Manager {row % 53}", "on target"]
-        )  # fmt: skip
+    """Written with XlsxWriter, which stores strings as Excel does (shared strings, and a
+    dimension up front); openpyxl writes inline rich strings, which it reads 3x slower."""
     buffer = io.BytesIO()
-    workbook.save(buffer)
+    with xlsxwriter.Workbook(buffer, {"in_memory": True}) as workbook:
+        sheet = workbook.add_worksheet("Sales")
+        for number, row in enumerate(_rows(rows)):
+            sheet.write_row(number, 0, row)
     return buffer.getvalue()
 
 
+def _rows(rows: int) -> Iterator[list[object]]:
+    yield ["Region", "Store", "Month", "Units", "Price", "Revenue", "Manager", "Note"]
+    for row in range(rows):
+        yield [f"Region {row % 7}", f"Store {row % 311}", f"2024-{row % 12 + 1:02d}", row % 997,
+               round(row * 0.37 % 100, 2), row * 3, f"Manager {row % 53}", "on target"]  # fmt: skip
+
+
 def big_csv(rows: int) -> bytes:
-    lines = ["Region,Store,Month,Units,Price,Revenue,Manager,Note"]
-    lines += [
-        f"Region {r % 7},Store {r % 311},2024-{r % 12 + 1:02d},{r % 997},"
-        f"{round(r * 0.37 % 100, 2)},{r * 3},Manager {r % 53},on target"
-        for r in range(rows)
-    ]
-    return ("\n".join(lines) + "\n").encode()
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(_rows(rows))
+    return buffer.getvalue().encode()
 
 
 def big_pptx(slides: int) -> bytes:

@@ -26,10 +26,9 @@ from pptx.util import Emu
 
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
 from pipeline.errors import CorruptDocument, DocumentTooLarge
-from pipeline.extract.zip_container import SafeZip, ZipLimits, refuse_doctype
+from pipeline.extract.zip_container import ZipLimits, repack_office
 
 _PRESENTATION = "ppt/presentation.xml"
-_CORE = "docProps/core.xml"
 # What PowerPoint (and python-pptx) put in an untitled deck's core properties.
 _DEFAULT_TITLES = frozenset(("PowerPoint Presentation", "Title Slide"))
 _LAST = Emu(2**62)  # where a shape without a position of its own sorts
@@ -37,15 +36,12 @@ _LAST = Emu(2**62)  # where a shape without a position of its own sorts
 
 def extract_pptx(data: bytes, *, limits: ZipLimits, max_slides: int) -> ExtractedDocument:
     """Extract the slides of the PPTX in `data` as pages, with the core properties."""
-    with SafeZip(data, label="PPTX", limits=limits) as package:
-        if not package.has(_PRESENTATION):
-            raise CorruptDocument("The PPTX has no ppt/presentation.xml, so it holds no slides.")
-        has_core = package.has(_CORE)
-        repacked = package.repack(_check_xml)
+    package = repack_office(data, label="PPTX", limits=limits, main_part=_PRESENTATION)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _extract(Presentation(io.BytesIO(repacked)), has_core, max_slides)
+            presentation = Presentation(io.BytesIO(package.repacked))
+            return _extract(presentation, package.has_core_properties, max_slides)
     except (PackageNotFoundError, KeyError, ValueError, AttributeError, XMLSyntaxError) as exc:
         raise CorruptDocument(f"The PPTX is damaged and cannot be read ({exc}).") from exc
 
@@ -61,12 +57,6 @@ def _extract(presentation: Any, has_core: bool, max_slides: int) -> ExtractedDoc
     if has_core:  # without the part python-pptx invents one ("PowerPoint Presentation")
         _core_properties(document, presentation.core_properties)
     return document
-
-
-def _check_xml(name: str, blob: bytes) -> bytes:
-    if name.lower().endswith((".xml", ".rels")):
-        refuse_doctype(blob, label="PPTX")
-    return blob
 
 
 def _slide(slide: Any, number: int) -> list[Block]:

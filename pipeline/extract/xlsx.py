@@ -26,39 +26,28 @@ from openpyxl.utils.exceptions import InvalidFileException
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
 from pipeline.errors import CorruptDocument
 from pipeline.extract.records import RowRenderer
-from pipeline.extract.zip_container import SafeZip, ZipLimits, refuse_doctype
+from pipeline.extract.zip_container import ZipLimits, repack_office
 
 _WORKBOOK = "xl/workbook.xml"
-_CORE = "docProps/core.xml"
 
 
 def extract_xlsx(data: bytes, *, limits: ZipLimits, max_chars: int) -> ExtractedDocument:
     """Extract the visible sheets of the XLSX in `data`, with the core properties."""
-    with SafeZip(data, label="XLSX", limits=limits) as package:
-        if not package.has(_WORKBOOK):
-            raise CorruptDocument("The XLSX has no xl/workbook.xml, so it holds no workbook.")
-        has_core = package.has(_CORE)
-        repacked = package.repack(_check_xml)
+    package = repack_office(data, label="XLSX", limits=limits, main_part=_WORKBOOK)
     try:
         with warnings.catch_warnings():
             # openpyxl warns about every extension it drops (data validation, conditional
             # formatting): presentation, not text.
             warnings.simplefilter("ignore")
             workbook = openpyxl.load_workbook(
-                io.BytesIO(repacked), read_only=True, data_only=True, keep_links=False
+                io.BytesIO(package.repacked), read_only=True, data_only=True, keep_links=False
             )
             try:
-                return _extract(workbook, has_core=has_core, max_chars=max_chars)
+                return _extract(workbook, has_core=package.has_core_properties, max_chars=max_chars)
             finally:
                 workbook.close()
     except (InvalidFileException, zipfile.BadZipFile, KeyError, ValueError, TypeError) as exc:
         raise CorruptDocument(f"The XLSX workbook is damaged and cannot be read ({exc}).") from exc
-
-
-def _check_xml(name: str, blob: bytes) -> bytes:
-    if name.lower().endswith((".xml", ".rels", ".vml")):
-        refuse_doctype(blob, label="XLSX")
-    return blob
 
 
 def _extract(workbook: Any, *, has_core: bool, max_chars: int) -> ExtractedDocument:

@@ -119,6 +119,34 @@ class SafeZip:
         return out.getvalue()
 
 
+@dataclass(frozen=True, slots=True)
+class OfficePackage:
+    """An OOXML package checked and re-packed uncompressed for its library."""
+
+    repacked: bytes
+    has_core_properties: bool
+    """Whether `docProps/core.xml` exists: without it the libraries invent properties."""
+
+
+def repack_office(data: bytes, *, label: str, limits: ZipLimits, main_part: str) -> OfficePackage:
+    """Check an OOXML package (XLSX, PPTX), refuse a DOCTYPE in its XML parts, and re-pack it.
+
+    Raises `CorruptDocument` when `main_part` (its format's root part) is missing.
+    """
+
+    def check(name: str, blob: bytes) -> bytes:
+        if name.lower().endswith((".xml", ".rels", ".vml")):
+            refuse_doctype(blob, label=label)
+        return blob
+
+    with SafeZip(data, label=label, limits=limits) as package:
+        if not package.has(main_part):
+            raise CorruptDocument(
+                f"The {label} has no {main_part}, so it is not a {label} document."
+            )
+        return OfficePackage(package.repack(check), package.has("docProps/core.xml"))
+
+
 def refuse_doctype(blob: bytes, *, label: str) -> None:
     """Refuse XML with a document type declaration, the only place entities can be declared.
 
