@@ -19,6 +19,9 @@ from pipeline.extract.xlsx import extract_xlsx
 from pipeline.extract.zip_container import ZipLimits
 from pipeline.settings import Settings
 
+_PAGED = frozenset((DocumentFormat.PDF, DocumentFormat.PPTX))
+"""Formats whose extractors report their own pages (slides) to `on_page`."""
+
 
 def zip_limits(settings: Settings) -> ZipLimits:
     """The zip-bomb guards every ZIP-based format is opened under."""
@@ -39,10 +42,11 @@ def extract(
 
     Raises `NoTextFound` when the document holds no text at all, and `DocumentTooLarge`
     when it yields more than `settings.max_extracted_chars` characters. `on_page(done, total)`
-    follows a PDF's pages; other formats are one page, reported when extracted.
+    follows a PDF's pages and a PPTX's slides; other formats are one page, reported when
+    extracted.
     """
     document = _extract_format(data, detection, settings=settings, on_page=on_page)
-    if on_page is not None and detection.format is not DocumentFormat.PDF:
+    if on_page is not None and detection.format not in _PAGED:
         on_page(1, 1)
     total = sum(len(block.text) for block in document.blocks)
     if total > settings.max_extracted_chars:
@@ -89,7 +93,9 @@ def _extract_format(
                 data, limits=zip_limits(settings), max_chars=settings.max_extracted_chars
             )
         case DocumentFormat.PPTX:
-            return extract_pptx(data, limits=zip_limits(settings), max_slides=settings.max_pages)
+            return extract_pptx(
+                data, limits=zip_limits(settings), max_slides=settings.max_pages, on_page=on_page
+            )
         case DocumentFormat.EPUB:
             return extract_epub(data, limits=zip_limits(settings))
         case DocumentFormat.ODT:

@@ -24,7 +24,7 @@ from pptx import Presentation
 from pptx.exc import PackageNotFoundError
 from pptx.util import Emu
 
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
+from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import CorruptDocument, DocumentTooLarge
 from pipeline.extract.zip_container import ZipLimits, repack_office
 
@@ -34,25 +34,34 @@ _DEFAULT_TITLES = frozenset(("PowerPoint Presentation", "Title Slide"))
 _LAST = Emu(2**62)  # where a shape without a position of its own sorts
 
 
-def extract_pptx(data: bytes, *, limits: ZipLimits, max_slides: int) -> ExtractedDocument:
-    """Extract the slides of the PPTX in `data` as pages, with the core properties."""
+def extract_pptx(
+    data: bytes, *, limits: ZipLimits, max_slides: int, on_page: PageReporter | None = None
+) -> ExtractedDocument:
+    """Extract the slides of the PPTX in `data` as pages, with the core properties;
+    `on_page(done, total)` follows the slides."""
     package = repack_office(data, label="PPTX", limits=limits, main_part=_PRESENTATION)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             presentation = Presentation(io.BytesIO(package.repacked))
-            return _extract(presentation, package.has_core_properties, max_slides)
+            return _extract(presentation, package.has_core_properties, max_slides, on_page)
     except (PackageNotFoundError, KeyError, ValueError, AttributeError, XMLSyntaxError) as exc:
         raise CorruptDocument(f"The PPTX is damaged and cannot be read ({exc}).") from exc
 
 
-def _extract(presentation: Any, has_core: bool, max_slides: int) -> ExtractedDocument:
+def _extract(
+    presentation: Any, has_core: bool, max_slides: int, on_page: PageReporter | None
+) -> ExtractedDocument:
     slides = list(presentation.slides)
     if len(slides) > max_slides:
         raise DocumentTooLarge(
             f"The PPTX has {len(slides):,} slides, above the limit of {max_slides:,}."
         )
-    blocks = [block for number, slide in enumerate(slides, 1) for block in _slide(slide, number)]
+    blocks: list[Block] = []
+    for number, slide in enumerate(slides, 1):
+        blocks += _slide(slide, number)
+        if on_page is not None:
+            on_page(number, len(slides))
     document = ExtractedDocument(format=DocumentFormat.PPTX, blocks=blocks, pages=len(slides))
     if has_core:  # without the part python-pptx invents one ("PowerPoint Presentation")
         _core_properties(document, presentation.core_properties)

@@ -10,8 +10,10 @@ import pytest
 from pptx import Presentation
 from pptx.util import Inches
 
+from pipeline.detect import detect
 from pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
 from pipeline.errors import CorruptDocument, DocumentTooLarge
+from pipeline.extract import extract as extract_any
 from pipeline.extract import zip_limits
 from pipeline.extract.pptx import extract_pptx
 from pipeline.settings import Settings
@@ -135,3 +137,10 @@ def test_damaged_packages_are_corrupt() -> None:
 def test_the_full_text_holds_every_slide(corpus_dir: Path) -> None:
     text = join_blocks(corpus(corpus_dir, "simple.pptx").blocks)[0]
     assert "Where have all the flowers gone?" in text
+
+
+def test_progress_follows_the_slides() -> None:
+    seen: list[tuple[int, int]] = []
+    data = build_deck()
+    extract_any(data, detect(data), settings=Settings(), on_page=lambda *p: seen.append(p))
+    assert seen == [(1, 2), (2, 2)]
