@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pipeline.detect import detect
 from pipeline.document import Detection, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import DocumentTooLarge, NoTextFound
@@ -106,14 +108,26 @@ def _extract_format(
     raise NotImplementedError(detection.format)
 
 
+@dataclass(frozen=True, slots=True)
+class _AttachmentReader:
+    """Detect and extract an e-mail's attachments (at `depth`) as uploads of their own."""
+
+    settings: Settings
+    depth: int
+
+    def read(self, blob: bytes, filename: str) -> ExtractedDocument:
+        detection = detect(blob, filename=filename)
+        return _extract_format(
+            blob, detection, settings=self.settings, on_page=None, depth=self.depth
+        )
+
+    def deeper(self) -> AttachmentReader | None:
+        return _attachment_reader(self.settings, self.depth)
+
+
 def _attachment_reader(settings: Settings, depth: int) -> AttachmentReader | None:
-    """Detect and extract an e-mail's attachment as an upload of its own, one level deeper;
-    None past `settings.max_attachment_depth` (the attachments are then listed by name)."""
+    """The reader of attachments of a message at `depth` (0: the upload); None past
+    `settings.max_attachment_depth` (the attachments are then listed by name)."""
     if depth >= settings.max_attachment_depth:
         return None
-
-    def read(blob: bytes, filename: str) -> ExtractedDocument:
-        detection = detect(blob, filename=filename)
-        return _extract_format(blob, detection, settings=settings, on_page=None, depth=depth + 1)
-
-    return read
+    return _AttachmentReader(settings, depth + 1)

@@ -6,9 +6,9 @@ plain-text part, or the HTML part through the HTML extractor when there is no pl
 Each attachment in a supported format is extracted by the caller's `AttachmentReader` (the
 same detection and extractors, so the same limits) and becomes a level-1 section headed by
 its file name, its own headings one level down; others are listed by name in
-`extra["attachments_not_extracted"]`. A forwarded message (`message/rfc822`) is an
-attachment like any other, so nesting is bounded by the reader, which the caller gives up
-at its depth limit (None: list everything by name).
+`extra["attachments_not_extracted"]`. A forwarded message (`message/rfc822`) is read here,
+as parsed, with the reader one level deeper; at the caller's depth limit there is no reader
+(None) and everything further down is listed by name.
 
 An encrypted message (PGP/MIME `multipart/encrypted`, S/MIME enveloped data) cannot be read
 without its key: `encrypted_document`.
@@ -18,20 +18,29 @@ from __future__ import annotations
 
 import email
 import email.utils
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage, MIMEPart
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
-from pipeline.errors import DocumentTooLarge, EncryptedDocument, PermanentError
+from pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument, PermanentError
 from pipeline.extract.html import extract_html
 from pipeline.extract.text import split_paragraphs
 
-AttachmentReader = Callable[[bytes, str], ExtractedDocument]
-"""Extract an attachment's bytes given its file name; raises a `PermanentError` if it can't."""
+
+class AttachmentReader(Protocol):
+    """How the caller extracts attachments, and how deep it goes."""
+
+    def read(self, blob: bytes, filename: str) -> ExtractedDocument:
+        """Extract an attachment's bytes given its file name; raise a `PermanentError` if
+        it cannot be."""
+
+    def deeper(self) -> AttachmentReader | None:
+        """The reader for attachments one level further down; None at the depth limit."""
+
 
 _HEADERS = ("from", "to", "cc", "subject", "date", "message-id")
 _MAX_HEADING_LEVEL = 6
@@ -41,7 +50,17 @@ def extract_eml(
     data: bytes, *, encoding: str | None, attachments: AttachmentReader | None
 ) -> ExtractedDocument:
     """Extract the message in `data`; `encoding` is set when the whole file is UTF-16/32."""
-    message = _parse(data, encoding)
+    try:
+        return _message_document(_parse(data, encoding), attachments)
+    except RecursionError as exc:  # the standard library's parser recurses per nested message
+        raise CorruptDocument(
+            "The e-mail nests messages inside messages too deeply (hundreds of levels) to parse."
+        ) from exc
+
+
+def _message_document(
+    message: EmailMessage, attachments: AttachmentReader | None
+) -> ExtractedDocument:
     _refuse_encrypted(message)
     headers = {name: _header(message, name) for name in _HEADERS}
     blocks: list[Block] = []
@@ -151,27 +170,30 @@ def _attachment_blocks(
     """The attachment as a section headed by its name, or None when it is not extracted."""
     if reader is None:
         return None
-    blob = _attachment_bytes(part)
-    if not blob:
-        return None
     try:
-        document = reader(blob, name)
+        document = _attachment_document(part, name, reader)
     except DocumentTooLarge:
         raise  # the limits hold for the whole upload, attachments included
     except PermanentError:  # unsupported, encrypted, damaged, empty: listed by name
         return None
-    blocks = [_demoted(block) for block in document.blocks if block.text]
+    blocks = [_demoted(block) for block in document.blocks if block.text] if document else []
     if not blocks:
         return None
     return [Block(name, BlockKind.HEADING, level=1), *blocks]
 
 
-def _attachment_bytes(part: EmailMessage) -> bytes:
+def _attachment_document(
+    part: EmailMessage, name: str, reader: AttachmentReader
+) -> ExtractedDocument | None:
+    """Extract one attachment; a forwarded message is read as parsed, never re-serialised
+    (writing a message nested 150 deep back to bytes exceeds Python's recursion limit)."""
     if part.get_content_type() == "message/rfc822":
         inner = part.get_content()
-        return inner.as_bytes(policy=policy.default) if isinstance(inner, EmailMessage) else b""
+        return (
+            _message_document(inner, reader.deeper()) if isinstance(inner, EmailMessage) else None
+        )
     payload = part.get_payload(decode=True)
-    return payload if isinstance(payload, bytes) else b""
+    return reader.read(payload, name) if isinstance(payload, bytes) and payload else None
 
 
 def _demoted(block: Block) -> Block:

@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.detect import detect
 from pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
-from pipeline.errors import DocumentTooLarge, EncryptedDocument
+from pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument
 from pipeline.extract import extract
 from pipeline.settings import Settings
 
@@ -136,6 +136,28 @@ def test_an_email_nested_100_deep_is_read_to_the_depth_limit_only() -> None:
     assert "Body of level 96." not in text
     deepest = [b for b in document.blocks if b.kind is BlockKind.HEADING][-1]
     assert deepest == Block("Level 97", BlockKind.HEADING, 4)
+
+
+def raw_nested_message(depth: int) -> bytes:
+    """`nested_message` written by hand: `email` cannot write a message nested 150 deep."""
+    message = b"Subject: Level 0\n\nThe innermost words are here.\n"
+    for level in range(1, depth + 1):
+        boundary = b"b%d" % level
+        message = (
+            b"From: level%d@example.org\nSubject: Level %d\nMIME-Version: 1.0\n"
+            b'Content-Type: multipart/mixed; boundary="%s"\n\n'
+            % (level, level, boundary)
+            + b"--%s\nContent-Type: text/plain\n\nBody of level %d.\n" % (boundary, level)
+            + b"--%s\nContent-Type: message/rfc822\n\n%s\n--%s--\n" % (boundary, message, boundary)
+        )
+    return message
+
+
+def test_hundreds_of_levels_are_read_or_refused_as_corrupt_never_a_crash() -> None:
+    document = extract_bytes(raw_nested_message(300))
+    assert "Body of level 297." in join_blocks(document.blocks)[0]
+    with pytest.raises(CorruptDocument, match="too deeply"):
+        extract_bytes(raw_nested_message(1000))
 
 
 def test_attachments_are_only_listed_at_depth_zero() -> None:
