@@ -59,7 +59,10 @@ def detect_zip(data: bytes, *, suffix: str = "") -> Detection:
 
 def _truncated(data: bytes, exc: Exception) -> Detection:
     first = _first_local_name(data)
-    if first == "[Content_Types].xml":
+    if first == "[Content_Types].xml":  # OOXML: the main part's name in a local header says which
+        for part, fmt in _OOXML_MAIN_PARTS:
+            if part.encode() in data:
+                return Detection(fmt)
         return Detection(DocumentFormat.DOCX)  # as before: the DOCX extractor says corrupt
     for prefix, fmt in _TRUNCATED_PREFIXES:
         if first.startswith(prefix):
