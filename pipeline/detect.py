@@ -94,7 +94,7 @@ _CONTENT_TYPES = {
     "message/rfc822": DocumentFormat.EML,
 }
 # Records agreeing in width before text is taken for CSV: fewer when the name says CSV.
-_CSV_ROWS_HINTED = 2
+_CSV_ROWS_HINTED = 1
 _CSV_ROWS_UNHINTED = 3
 
 # --- evidence in decoded text --------------------------------------------------------------

@@ -23,10 +23,14 @@ def extract_csv(data: bytes, *, encoding: str | None, max_chars: int) -> Extract
     text, used = decode_document(data, encoding=encoding)
     dialect: type[csv.Dialect] = csv_dialect(text, min_rows=1) or csv.excel
     renderer = RowRenderer(max_chars=max_chars)
+    # The csv module refuses fields over 128 KiB by default (a process-wide setting); no field
+    # can be longer than the text, and the text is bounded by the upload limit.
+    if csv.field_size_limit() < len(text):
+        csv.field_size_limit(len(text))
     try:
         for row in csv.reader(io.StringIO(text, newline=""), dialect):
             renderer.add(row)
-    except csv.Error as exc:  # e.g. a field longer than the csv module's 128 KiB limit
+    except csv.Error as exc:
         raise CorruptDocument(f"The CSV file cannot be read as records: {exc}.") from exc
     blocks = renderer.finish()
     delimiter = _DIALECT_NAMES.get(dialect.delimiter, repr(dialect.delimiter))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.detect import detect
-from pipeline.document import Block, BlockKind, ExtractedDocument
+from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
 from pipeline.errors import DocumentTooLarge
 from pipeline.extract.csv import extract_csv
 
@@ -73,3 +73,14 @@ def test_a_large_file_is_refused_past_the_character_limit() -> None:
     data = b"id,text\n" + b"".join(b"%d,some words here\n" % i for i in range(5000))
     with pytest.raises(DocumentTooLarge, match="50,000 characters"):
         extract(data, max_chars=50_000)
+
+
+def test_a_cell_longer_than_the_csv_modules_default_limit_is_read() -> None:
+    long_cell = "word " * 60_000  # 300 KB, above the csv module's 128 KiB field limit
+    data = f'id,text\n1,"{long_cell}"\n2,short\n'.encode()
+    # Detection sees one whole record in its 64 KiB sample: enough when the name says CSV.
+    assert detect(data, filename="long.csv").format is DocumentFormat.CSV
+    document = extract(data, max_chars=1_000_000)
+    lines = document.blocks[0].text.splitlines()
+    assert lines[0].startswith("id: 1; text: word word") and len(lines[0]) > 290_000
+    assert lines[1] == "id: 2; text: short"
