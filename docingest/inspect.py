@@ -61,7 +61,7 @@ def _print_human(path: Path, prepared: PreparedDocument) -> None:
             print(f"   {key}: {meta[key]}")
     for key, value in prepared.document.extra.items():  # e-mail headers, hidden sheets, ...
         shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-        print(f"   {key}: {shown[:EXTRA_CHARS]}")
+        print(f"   {key}: {' '.join(shown.split())[:EXTRA_CHARS]}")  # a DOCX header has lines
     for chunk in prepared.chunks:
         pages_span = (
             f"p{chunk.page_start}"
