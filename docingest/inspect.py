@@ -17,6 +17,7 @@ from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.settings import ChunkUnit, Settings
 
 PREVIEW_WORDS = 12
+EXTRA_CHARS = 120
 
 
 def _iter_files(paths: Sequence[Path]) -> Iterator[Path]:
@@ -32,6 +33,7 @@ def _prepared_to_json(path: Path, prepared: PreparedDocument) -> dict[str, Any]:
         "filename": path.name,
         "format": str(prepared.detection.format),
         "metadata": prepared.metadata,
+        "extra": prepared.document.extra,
         "chunks": [
             {
                 "index": chunk.index,
@@ -57,6 +59,9 @@ def _print_human(path: Path, prepared: PreparedDocument) -> None:
     for key in ("title", "author", "language", "created", "modified", "sha256"):
         if meta.get(key):
             print(f"   {key}: {meta[key]}")
+    for key, value in prepared.document.extra.items():  # e-mail headers, hidden sheets, ...
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        print(f"   {key}: {' '.join(shown.split())[:EXTRA_CHARS]}")  # a DOCX header has lines
     for chunk in prepared.chunks:
         pages_span = (
             f"p{chunk.page_start}"
@@ -107,7 +112,8 @@ def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"== {path}  FAILED {error['code']}: {error['message']}")
             continue
         if args.json:
-            print(json.dumps(_prepared_to_json(path, prepared), ensure_ascii=False))
+            # default=str: front matter may hold dates, which JSON has no type for.
+            print(json.dumps(_prepared_to_json(path, prepared), ensure_ascii=False, default=str))
         else:
             _print_human(path, prepared)
     return 1 if failures else 0

@@ -1,9 +1,11 @@
 """Tell which supported format a file is in, from its bytes.
 
 The bytes decide; a file name or content type is only a tie-breaker for text that could be
-read two ways (prose in a `.md` file, a few `#` lines in a `.txt` file). Order of evidence:
-container magic (PDF, ZIP/OOXML, OLE2), other known binary magic, then the decoded text's
-markup (HTML), then its structure (Markdown versus plain text).
+read two ways (prose in a `.md` file, a few `#` lines in a `.txt` file, records in a `.txt`
+file). Order of evidence: container magic (PDF, ZIP packages by their directory, OLE2; see
+`detect_package`), other known binary magic, then the decoded text: an RFC 822 header block
+(e-mail), markup (HTML), delimited records (CSV, see `sniff`), then its structure (Markdown
+versus plain text).
 
 `Detection.encoding` is what `textcodec.decode_text` found for Markdown and text. For HTML
 it is set only when the file starts with a byte-order mark: otherwise the HTML extractor
@@ -13,17 +15,15 @@ decodes with the document's own `<meta charset>` as a hint, which a BOM must ove
 
 from __future__ import annotations
 
-import io
 import re
-import struct
-import zipfile
 from pathlib import PurePath
 
+from pipeline.detect_package import SUPPORTED as _SUPPORTED
+from pipeline.detect_package import detect_zip, reject_ole2
 from pipeline.document import Detection, DocumentFormat
-from pipeline.errors import EmptyDocument, EncryptedDocument, UnsupportedFormat
+from pipeline.errors import EmptyDocument, UnsupportedFormat
+from pipeline.sniff import csv_dialect, looks_like_email
 from pipeline.textcodec import control_ratio, decode_text
-
-_SUPPORTED = "upload a PDF, DOCX, HTML, Markdown or plain-text file instead"
 
 # (offset, magic, what it is). A table rather than `filetype`/`puremagic`: we only need to
 # name the common things people upload by mistake; everything else that is binary is caught
@@ -78,6 +78,10 @@ _EXTENSIONS = {
     ".html": DocumentFormat.HTML,
     ".htm": DocumentFormat.HTML,
     ".xhtml": DocumentFormat.HTML,
+    ".csv": DocumentFormat.CSV,
+    ".tsv": DocumentFormat.CSV,
+    ".tab": DocumentFormat.CSV,
+    ".eml": DocumentFormat.EML,
 }
 _CONTENT_TYPES = {
     "text/markdown": DocumentFormat.MARKDOWN,
@@ -85,7 +89,13 @@ _CONTENT_TYPES = {
     "text/plain": DocumentFormat.TXT,
     "text/html": DocumentFormat.HTML,
     "application/xhtml+xml": DocumentFormat.HTML,
+    "text/csv": DocumentFormat.CSV,
+    "text/tab-separated-values": DocumentFormat.CSV,
+    "message/rfc822": DocumentFormat.EML,
 }
+# Records agreeing in width before text is taken for CSV: fewer when the name says CSV.
+_CSV_ROWS_HINTED = 1
+_CSV_ROWS_UNHINTED = 3
 
 # --- evidence in decoded text --------------------------------------------------------------
 _SAMPLE_CHARS = 262_144  # structure is judged on the first 256 Ki characters
@@ -142,9 +152,9 @@ def detect(
     if data.startswith(b"%PDF-"):
         return Detection(DocumentFormat.PDF)
     if data.startswith(_ZIP_MAGICS):
-        return _detect_zip(data)
+        return detect_zip(data, suffix=PurePath(filename or "").suffix.lower())
     if data.startswith(_OLE2):
-        _reject_ole2(data)
+        reject_ole2(data)
     if (kind := _binary_kind(data)) is not None:
         raise UnsupportedFormat(f"This file is {kind}, which is not supported; {_SUPPORTED}.")
     # Readers accept junk before the header; checked after the magics so that a ZIP holding
@@ -178,86 +188,6 @@ def _binary_kind(data: bytes) -> str | None:
     return None
 
 
-def _detect_zip(data: bytes) -> Detection:
-    """DOCX if the package holds a Word document; name any other ZIP and refuse it."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:  # reads the central directory only
-            names = set(archive.namelist())
-            mimetype = _stored_mimetype(archive)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, struct.error) as exc:
-        first = _first_local_name(data)
-        if first == "[Content_Types].xml" or first.startswith("word/"):
-            # A Word package cut short: the DOCX extractor reports it as corrupt.
-            return Detection(DocumentFormat.DOCX)
-        raise UnsupportedFormat(
-            f"This file is a damaged ZIP archive whose contents cannot be listed; {_SUPPORTED}."
-        ) from exc
-    if "[Content_Types].xml" in names and "word/document.xml" in names:
-        return Detection(DocumentFormat.DOCX)
-    kind = _zip_kind(names, mimetype)
-    raise UnsupportedFormat(f"This file is {kind}, which is not supported; {_SUPPORTED}.")
-
-
-def _stored_mimetype(archive: zipfile.ZipFile) -> str:
-    """The `mimetype` entry of an OpenDocument or EPUB file (stored, never deflated)."""
-    try:
-        info = archive.getinfo("mimetype")
-    except KeyError:
-        return ""
-    if info.compress_type != zipfile.ZIP_STORED or info.file_size > 200:
-        return ""
-    return archive.read(info).decode("ascii", errors="replace").strip()
-
-
-def _first_local_name(data: bytes) -> str:
-    """The member name in the first local file header, readable even when the end is cut."""
-    if len(data) < 30 or not data.startswith(b"PK\x03\x04"):
-        return ""
-    (length,) = struct.unpack_from("<H", data, 26)
-    return data[30 : 30 + length].decode("utf-8", errors="replace")
-
-
-def _zip_kind(names: set[str], mimetype: str) -> str:
-    prefixes = {name.split("/", 1)[0] for name in names if "/" in name}
-    if "xl" in prefixes:
-        return "an Excel workbook (xlsx)"
-    if "ppt" in prefixes:
-        return "a PowerPoint presentation (pptx)"
-    if "visio" in prefixes:
-        return "a Visio drawing (vsdx)"
-    if "[Content_Types].xml" in names:
-        return "an Office Open XML package without a Word document"
-    if mimetype == "application/epub+zip":
-        return "an EPUB e-book"
-    if mimetype.startswith("application/vnd.oasis.opendocument."):
-        return f"an OpenDocument {mimetype.rsplit('.', 1)[-1]} file"
-    if "META-INF/MANIFEST.MF" in names:
-        return "a Java archive (jar)"
-    return "a ZIP archive"
-
-
-def _ole2_has(data: bytes, stream: str) -> bool:
-    return stream.encode("utf-16-le") in data
-
-
-def _reject_ole2(data: bytes) -> None:
-    """Raise for an OLE2 compound file: an encrypted OOXML package or a legacy Office file."""
-    if _ole2_has(data, "EncryptedPackage") or _ole2_has(data, "EncryptionInfo"):
-        raise EncryptedDocument(
-            "This is a password-protected Office document (an encrypted package); "
-            "remove the password, save it again as DOCX and upload that."
-        )
-    if _ole2_has(data, "WordDocument"):
-        kind, fix = "a legacy Word .doc file", "save it as DOCX"
-    elif _ole2_has(data, "Workbook") or _ole2_has(data, "Book"):
-        kind, fix = "a legacy Excel .xls workbook", "export it as PDF"
-    elif _ole2_has(data, "PowerPoint Document"):
-        kind, fix = "a legacy PowerPoint .ppt presentation", "export it as PDF"
-    else:
-        kind, fix = "a legacy Microsoft Office (OLE2) file", "save it as DOCX or PDF"
-    raise UnsupportedFormat(f"This file is {kind}, which is not supported; {fix} and upload that.")
-
-
 def _detect_text(data: bytes, hint: DocumentFormat | None) -> Detection:
     """HTML by its markup, then Markdown or plain text by structure; `hint` breaks ties."""
     decoded = decode_text(data)
@@ -269,8 +199,12 @@ def _detect_text(data: bytes, hint: DocumentFormat | None) -> Detection:
     if not text.strip():
         raise EmptyDocument("The file holds only whitespace; upload a document that has content.")
     sample = text[:_SAMPLE_CHARS]
+    if looks_like_email(sample):
+        return Detection(DocumentFormat.EML, decoded.encoding)
     if _starts_as_html(sample):
         return Detection(DocumentFormat.HTML, decoded.encoding if decoded.had_bom else None)
+    if _is_csv(sample, hint):
+        return Detection(DocumentFormat.CSV, decoded.encoding)
     score, strong = _markdown_evidence(sample)
     confident = score >= _CONFIDENT_MARKDOWN and strong >= 3
     if not confident and _mostly_html(sample, hint):
@@ -280,6 +214,14 @@ def _detect_text(data: bytes, hint: DocumentFormat | None) -> Detection:
     if hint is None and score >= _LIKELY_MARKDOWN and strong > 0:
         return Detection(DocumentFormat.MARKDOWN, decoded.encoding)
     return Detection(DocumentFormat.TXT, decoded.encoding)
+
+
+def _is_csv(sample: str, hint: DocumentFormat | None) -> bool:
+    """Delimited records, unless the name says prose (text both ways: the name breaks ties)."""
+    if hint in (DocumentFormat.TXT, DocumentFormat.MARKDOWN, DocumentFormat.HTML):
+        return False
+    rows = _CSV_ROWS_HINTED if hint is DocumentFormat.CSV else _CSV_ROWS_UNHINTED
+    return csv_dialect(sample, min_rows=rows) is not None
 
 
 def _starts_as_html(sample: str) -> bool:

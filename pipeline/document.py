@@ -15,6 +15,12 @@ class DocumentFormat(StrEnum):
     HTML = "html"
     MARKDOWN = "markdown"
     TXT = "txt"
+    PPTX = "pptx"
+    XLSX = "xlsx"
+    CSV = "csv"
+    EPUB = "epub"
+    ODT = "odt"
+    EML = "eml"
 
 
 class BlockKind(StrEnum):
@@ -30,7 +36,8 @@ class Block:
     """One structural unit of a document, in reading order.
 
     `level` is the heading level (1 = top) for headings and 0 otherwise. `page` is the
-    1-based page the block starts on, where the format has pages (PDF), else None.
+    1-based page the block starts on, where the format has pages (PDF; a PPTX's slides),
+    else None.
     Tables are rendered as one row per line with cells separated by `" | "`.
     """
 

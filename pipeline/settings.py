@@ -97,16 +97,23 @@ class Settings(BaseSettings):
     """Largest accepted upload, in bytes; larger uploads are refused with 413."""
 
     max_pages: int = Field(default=5000, gt=0)
-    """Largest PDF (in pages) that is extracted; larger ones fail with `document_too_large`."""
+    """Largest PDF (in pages) or PPTX (in slides) that is extracted; larger ones fail with
+    `document_too_large`."""
 
     max_extracted_chars: int = Field(default=50_000_000, gt=0)
     """Most characters of text one document may yield before `document_too_large`."""
 
     max_docx_uncompressed_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
-    """Total uncompressed size a DOCX's ZIP members may declare (zip-bomb guard)."""
+    """Total uncompressed size the ZIP members of a DOCX, XLSX, PPTX, ODT or EPUB may declare
+    (zip-bomb guard; the name predates the other ZIP-based formats)."""
 
     max_docx_compression_ratio: float = Field(default=200.0, gt=1)
-    """Largest uncompressed/compressed ratio a DOCX member may have (zip-bomb guard)."""
+    """Largest uncompressed/compressed ratio a member of a DOCX, XLSX, PPTX, ODT or EPUB may
+    have (zip-bomb guard)."""
+
+    max_attachment_depth: int = Field(default=3, ge=0)
+    """How deep e-mail attachments are extracted: 1 reads a message's own attachments, 2
+    also those of a message attached to it, and so on; deeper ones are listed by name."""
 
     extraction_memory_bytes: int = Field(default=3 * 1024**3, gt=256 * 1024**2)
     """Address-space limit of the child process that parses one upload (bomb guard)."""

@@ -1,7 +1,7 @@
 """Turn the bytes of a text document (TXT, Markdown, HTML) into str, whatever the encoding.
 
-Order of evidence: a byte-order mark; strict UTF-8; BOM-less UTF-16 (a zero in every other
-byte); an encoding the document declares, if the bytes decode under it; charset-normalizer's
+Order of evidence: a byte-order mark; BOM-less UTF-16 (a zero in every other byte); strict
+UTF-8; an encoding the document declares, if the bytes decode under it; charset-normalizer's
 best guess for legacy 8-bit and CJK encodings.
 
 Single-byte Latin code pages are ambiguous (the same bytes are valid Finnish in windows-1252,
@@ -118,11 +118,13 @@ def decode_text(data: bytes, *, declared: str | None = None) -> DecodedText | No
         text = _try(data[size:], name)
         if text is not None:
             return DecodedText(text, name, had_bom=True)
+    # BOM-less UTF-16 first: ASCII in UTF-16 (a zero byte beside every character) is also
+    # valid UTF-8, and real UTF-8 text has no zero bytes.
+    if (utf16 := _utf16_without_bom(data)) is not None and (text := _try(data, utf16)):
+        return DecodedText(text, utf16)
     text = _try(data, "utf-8")
     if text is not None:
         return DecodedText(text, "utf-8")
-    if (utf16 := _utf16_without_bom(data)) is not None and (text := _try(data, utf16)):
-        return DecodedText(text, utf16)
     if declared and (text := _try(data, declared)) is not None:
         return DecodedText(text, codecs.lookup(declared).name)
     sample = data[:1_000_000]

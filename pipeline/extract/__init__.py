@@ -2,14 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from pipeline.detect import detect
 from pipeline.document import Detection, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import DocumentTooLarge, NoTextFound
+from pipeline.extract.csv import extract_csv
 from pipeline.extract.docx import extract_docx
+from pipeline.extract.eml import AttachmentReader, extract_eml
+from pipeline.extract.epub import extract_epub
 from pipeline.extract.html import extract_html
 from pipeline.extract.markdown import extract_markdown
+from pipeline.extract.odt import extract_odt
 from pipeline.extract.pdf import extract_pdf
+from pipeline.extract.pptx import extract_pptx
 from pipeline.extract.text import extract_text
+from pipeline.extract.xlsx import extract_xlsx
+from pipeline.extract.zip_container import ZipLimits
 from pipeline.settings import Settings
+
+_PAGED = frozenset((DocumentFormat.PDF, DocumentFormat.PPTX))
+"""Formats whose extractors report their own pages (slides) to `on_page`."""
+
+
+def zip_limits(settings: Settings) -> ZipLimits:
+    """The zip-bomb guards every ZIP-based format is opened under."""
+    return ZipLimits(
+        max_uncompressed_bytes=settings.max_docx_uncompressed_bytes,
+        max_compression_ratio=settings.max_docx_compression_ratio,
+    )
 
 
 def extract(
@@ -23,24 +44,11 @@ def extract(
 
     Raises `NoTextFound` when the document holds no text at all, and `DocumentTooLarge`
     when it yields more than `settings.max_extracted_chars` characters. `on_page(done, total)`
-    follows a PDF's pages; other formats are one page, reported when extracted.
+    follows a PDF's pages and a PPTX's slides; other formats are one page, reported when
+    extracted.
     """
-    match detection.format:
-        case DocumentFormat.PDF:
-            document = extract_pdf(data, max_pages=settings.max_pages, on_page=on_page)
-        case DocumentFormat.DOCX:
-            document = extract_docx(
-                data,
-                max_uncompressed_bytes=settings.max_docx_uncompressed_bytes,
-                max_compression_ratio=settings.max_docx_compression_ratio,
-            )
-        case DocumentFormat.HTML:
-            document = extract_html(data, encoding=detection.encoding)
-        case DocumentFormat.MARKDOWN:
-            document = extract_markdown(data, encoding=detection.encoding)
-        case DocumentFormat.TXT:
-            document = extract_text(data, encoding=detection.encoding)
-    if on_page is not None and detection.format is not DocumentFormat.PDF:
+    document = _extract_format(data, detection, settings=settings, on_page=on_page)
+    if on_page is not None and detection.format not in _PAGED:
         on_page(1, 1)
     total = sum(len(block.text) for block in document.blocks)
     if total > settings.max_extracted_chars:
@@ -51,3 +59,75 @@ def extract(
     if not any(block.text.strip() for block in document.blocks):
         raise NoTextFound(f"No text could be extracted from this {detection.format} document.")
     return document
+
+
+def _extract_format(
+    data: bytes,
+    detection: Detection,
+    *,
+    settings: Settings,
+    on_page: PageReporter | None,
+    depth: int = 0,
+) -> ExtractedDocument:
+    """Run the extractor of `detection.format`; `depth` counts e-mails this one is inside."""
+    match detection.format:
+        case DocumentFormat.PDF:
+            return extract_pdf(data, max_pages=settings.max_pages, on_page=on_page)
+        case DocumentFormat.DOCX:
+            limits = zip_limits(settings)
+            return extract_docx(
+                data,
+                max_uncompressed_bytes=limits.max_uncompressed_bytes,
+                max_compression_ratio=limits.max_compression_ratio,
+            )
+        case DocumentFormat.HTML:
+            return extract_html(data, encoding=detection.encoding)
+        case DocumentFormat.MARKDOWN:
+            return extract_markdown(data, encoding=detection.encoding)
+        case DocumentFormat.TXT:
+            return extract_text(data, encoding=detection.encoding)
+        case DocumentFormat.CSV:
+            return extract_csv(
+                data, encoding=detection.encoding, max_chars=settings.max_extracted_chars
+            )
+        case DocumentFormat.XLSX:
+            return extract_xlsx(
+                data, limits=zip_limits(settings), max_chars=settings.max_extracted_chars
+            )
+        case DocumentFormat.PPTX:
+            return extract_pptx(
+                data, limits=zip_limits(settings), max_slides=settings.max_pages, on_page=on_page
+            )
+        case DocumentFormat.EPUB:
+            return extract_epub(data, limits=zip_limits(settings))
+        case DocumentFormat.ODT:
+            return extract_odt(data, limits=zip_limits(settings))
+        case DocumentFormat.EML:
+            reader = _attachment_reader(settings, depth)
+            return extract_eml(data, encoding=detection.encoding, attachments=reader)
+    raise NotImplementedError(detection.format)
+
+
+@dataclass(frozen=True, slots=True)
+class _AttachmentReader:
+    """Detect and extract an e-mail's attachments (at `depth`) as uploads of their own."""
+
+    settings: Settings
+    depth: int
+
+    def read(self, blob: bytes, filename: str) -> ExtractedDocument:
+        detection = detect(blob, filename=filename)
+        return _extract_format(
+            blob, detection, settings=self.settings, on_page=None, depth=self.depth
+        )
+
+    def deeper(self) -> AttachmentReader | None:
+        return _attachment_reader(self.settings, self.depth)
+
+
+def _attachment_reader(settings: Settings, depth: int) -> AttachmentReader | None:
+    """The reader of attachments of a message at `depth` (0: the upload); None past
+    `settings.max_attachment_depth` (the attachments are then listed by name)."""
+    if depth >= settings.max_attachment_depth:
+        return None
+    return _AttachmentReader(settings, depth + 1)

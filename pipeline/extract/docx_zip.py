@@ -1,16 +1,9 @@
 """Open a DOCX's ZIP container safely and hand python-docx a copy it cannot be hurt by.
 
 python-docx reads each part with `ZipFile.read`, which inflates a member in one call and only
-then cuts it to the size the ZIP declares, so a member that under-declares its size (with a
-matching CRC) still inflates to whatever it really holds. We therefore never give python-docx
-the uploaded ZIP:
-
-1. the central directory is checked first, without inflating anything: member count, total
-   declared size, and each member's declared compression ratio (zip bombs);
-2. every member is then read through `ZipFile.open`, whose streaming reader inflates at most
-   one chunk at a time and stops at the declared size (a liar yields a truncated member or a
-   CRC error, never more bytes than declared);
-3. the members are re-packed uncompressed (ZIP_STORED), so python-docx has nothing to inflate.
+then cuts it to the size the ZIP declares, so we never give it the uploaded ZIP: the shared
+pre-scan (`zip_container.SafeZip`) checks the central directory and reads every member through
+a bounded stream, and python-docx gets the members re-packed uncompressed.
 
 The same pass refuses XML parts that carry a DOCTYPE (Word never writes one) and rewrites
 ISO/IEC 29500 Strict namespaces to their Transitional twins, which python-docx understands.
@@ -18,19 +11,8 @@ ISO/IEC 29500 Strict namespaces to their Transitional twins, which python-docx u
 
 from __future__ import annotations
 
-import io
-import zipfile
-import zlib
-
-from pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument, UnsupportedFormat
-
-MAX_MEMBERS = 10_000
-"""More ZIP members than any real DOCX has; past this the package is refused."""
-
-RATIO_FLOOR_BYTES = 1 << 20
-"""Members smaller than this skip the ratio check: small XML parts compress very well."""
-
-_READ_CHUNK = 1 << 20
+from pipeline.errors import CorruptDocument, EncryptedDocument, UnsupportedFormat
+from pipeline.extract.zip_container import SafeZip, ZipLimits, refuse_doctype
 
 _OLE2_MAGIC = bytes.fromhex("d0cf11e0a1b11ae1")
 
@@ -91,7 +73,6 @@ _STRICT_TO_TRANSITIONAL: tuple[tuple[bytes, bytes], ...] = (
     ),
 )
 _STRICT_MARKER = b"http://purl.oclc.org/ooxml/"
-_DOCTYPE_MARKERS = tuple("<!DOCTYPE".encode(enc) for enc in ("ascii", "utf-16-le", "utf-16-be"))
 
 
 def repack_docx(data: bytes, *, max_uncompressed_bytes: int, max_compression_ratio: float) -> bytes:
@@ -104,34 +85,20 @@ def repack_docx(data: bytes, *, max_uncompressed_bytes: int, max_compression_rat
     """
     if data.startswith(_OLE2_MAGIC):
         _refuse_ole2(data)
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        raise CorruptDocument(
-            "The DOCX is not a readable ZIP package (it may be truncated or damaged)."
-        ) from exc
-    with archive:
-        infos = archive.infolist()
-        _check_declared_sizes(
-            infos,
-            max_uncompressed_bytes=max_uncompressed_bytes,
-            max_compression_ratio=max_compression_ratio,
-        )
-        # Duplicate names: like ZipFile.read, the last entry wins.
-        members = {info.filename: info for info in infos if not info.is_dir()}
-        if "word/document.xml" not in members:
+    limits = ZipLimits(max_uncompressed_bytes, max_compression_ratio)
+    with SafeZip(data, label="DOCX", limits=limits) as package:
+        if not package.has("word/document.xml"):
             raise CorruptDocument("The DOCX has no word/document.xml, so it holds no Word text.")
-        strict = _STRICT_MARKER in _read_member(archive, members.get("_rels/.rels"))
-        out = io.BytesIO()
-        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as repacked:
-            for name, info in members.items():
-                blob = _read_member(archive, info)
-                if name.lower().endswith((".xml", ".rels")):
-                    _refuse_doctype(blob)
-                    if strict:
-                        blob = _strict_to_transitional(blob)
-                repacked.writestr(name, blob)
-    return out.getvalue()
+        strict = _STRICT_MARKER in package.read("_rels/.rels")
+
+        def check(name: str, blob: bytes) -> bytes:
+            if name.lower().endswith((".xml", ".rels")):
+                refuse_doctype(blob, label="DOCX")
+                if strict:
+                    return _strict_to_transitional(blob)
+            return blob
+
+        return package.repack(check)
 
 
 def _refuse_ole2(data: bytes) -> None:
@@ -144,70 +111,6 @@ def _refuse_ole2(data: bytes) -> None:
         "The file is a legacy binary Office file (for example a Word 97-2003 .doc), not a "
         "DOCX; save it as .docx and upload it again."
     )
-
-
-def _check_declared_sizes(
-    infos: list[zipfile.ZipInfo], *, max_uncompressed_bytes: int, max_compression_ratio: float
-) -> None:
-    """Refuse bombs from the central directory alone, before inflating a single byte."""
-    if len(infos) > MAX_MEMBERS:
-        raise DocumentTooLarge(
-            f"The DOCX has {len(infos):,} ZIP members, above the limit of {MAX_MEMBERS:,}."
-        )
-    total = sum(info.file_size for info in infos)
-    if total > max_uncompressed_bytes:
-        raise DocumentTooLarge(
-            f"The DOCX declares {total:,} bytes uncompressed, above the limit of "
-            f"{max_uncompressed_bytes:,}."
-        )
-    for info in infos:
-        if info.flag_bits & 0x1:
-            raise EncryptedDocument(
-                "The DOCX's ZIP members are password-protected; remove the password and "
-                "upload it again."
-            )
-        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            # Office only writes these two; bzip2/LZMA readers also inflate without a bound.
-            raise CorruptDocument(
-                f"The DOCX member {info.filename!r} uses a compression method (ZIP method "
-                f"{info.compress_type}) that DOCX does not allow."
-            )
-        ratio = info.file_size / max(info.compress_size, 1)
-        if info.file_size > RATIO_FLOOR_BYTES and ratio > max_compression_ratio:
-            raise DocumentTooLarge(
-                f"The DOCX member {info.filename!r} expands {ratio:,.0f} times (above "
-                f"{max_compression_ratio:,.0f}); it looks like a decompression bomb."
-            )
-
-
-def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo | None) -> bytes:
-    """Inflate one member chunk by chunk, never past its declared size."""
-    if info is None:
-        return b""
-    chunks: list[bytes] = []
-    try:
-        with archive.open(info) as stream:
-            while chunk := stream.read(_READ_CHUNK):
-                chunks.append(chunk)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
-        raise CorruptDocument(
-            f"The DOCX member {info.filename!r} is damaged and cannot be read."
-        ) from exc
-    return b"".join(chunks)
-
-
-def _refuse_doctype(blob: bytes) -> None:
-    """Refuse XML with a document type declaration, the only place entities can be declared.
-
-    python-docx already parses with `resolve_entities=False` (lxml also defaults to
-    `no_network=True` and `load_dtd=False`), so entities would not be expanded; refusing is
-    clearer than silently dropping the text behind an entity reference.
-    """
-    if any(marker in blob for marker in _DOCTYPE_MARKERS):
-        raise CorruptDocument(
-            "The DOCX contains XML entity declarations (a DOCTYPE), which Word never writes "
-            "and which are not allowed."
-        )
 
 
 def _strict_to_transitional(blob: bytes) -> bytes:

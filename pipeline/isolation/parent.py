@@ -71,6 +71,7 @@ CHILD_SETTINGS = (
     "max_extracted_chars",
     "max_docx_uncompressed_bytes",
     "max_docx_compression_ratio",
+    "max_attachment_depth",
     "max_metadata_bytes",
 )
 """The settings extraction reads; only these cross into the child (no secrets do)."""

@@ -4,6 +4,7 @@ import gzip
 import io
 import random
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -20,12 +21,19 @@ FOLDERS = {
     "html": DocumentFormat.HTML,
     "markdown": DocumentFormat.MARKDOWN,
     "txt": DocumentFormat.TXT,
+    "pptx": DocumentFormat.PPTX,
+    "xlsx": DocumentFormat.XLSX,
+    "csv": DocumentFormat.CSV,
+    "epub": DocumentFormat.EPUB,
+    "odt": DocumentFormat.ODT,
+    "eml": DocumentFormat.EML,
 }
 # Files whose outcome is not the folder's format.
 EXCEPTIONS: dict[str, type[Exception]] = {
     "pdf/corrupt-empty-0-bytes.pdf": EmptyDocument,
     "txt/edge-empty-0-bytes.txt": EmptyDocument,
     "docx/encrypted-password-pass.docx": EncryptedDocument,
+    "eml/empty.eml": EmptyDocument,  # whitespace only
 }
 CORPUS_FILES = sorted(
     f"{folder}/{path.name}" for folder in FOLDERS for path in (CORPUS_DIR / folder).iterdir()
@@ -55,7 +63,7 @@ def test_every_corpus_file_is_detected_as_its_folder_says(corpus_dir: Path, rela
 
 
 def test_corpus_listing_covers_the_edge_cases() -> None:
-    assert len(CORPUS_FILES) == 30 + 18 + 17 + 18 + 16
+    assert len(CORPUS_FILES) == 30 + 18 + 17 + 18 + 16 + 6 + 6 + 6 + 1 + 2 + 10
     assert "pdf/corrupt-header-only.pdf" in CORPUS_FILES
     assert "docx/corrupt-truncated.docx" in CORPUS_FILES
 
@@ -106,8 +114,8 @@ def test_html_encoding_is_set_only_by_a_byte_order_mark(corpus_dir: Path) -> Non
         (gzip.compress(b"hello world " * 100, mtime=0), "notes.txt", "a gzip archive"),
         (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(20), "photo.md", "a JPEG image"),
         (b"SQLite format 3\x00" + bytes(100), "data.txt", "an SQLite database"),
-        (_zip(["[Content_Types].xml", "xl/workbook.xml"]), "book.docx", "Excel workbook (xlsx)"),
-        (_zip(["[Content_Types].xml", "ppt/presentation.xml"]), "deck.docx", "PowerPoint"),
+        (_zip(["[Content_Types].xml", "xl/styles.xml"]), "book.xlsx", "Excel package without"),
+        (_zip(["[Content_Types].xml", "visio/document.xml"]), "draw.docx", "Visio drawing"),
         (_zip(["readme.txt"]), "archive.docx", "a ZIP archive"),
     ],
 )
@@ -170,3 +178,83 @@ def test_extension_breaks_ties_only_for_borderline_text(corpus_dir: Path) -> Non
     # reStructuredText stays text even when named like Markdown.
     rst = (corpus_dir / "txt/python311-library-csv.rst.txt").read_bytes()
     assert detect(rst, filename="csv.md").format is DocumentFormat.TXT
+
+
+# --- the formats of issue 16: packages by their directory, records by their shape ----------
+
+
+def _package(members: dict[str, str], *, stored_mimetype: str | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        if stored_mimetype is not None:
+            archive.writestr("mimetype", stored_mimetype, compress_type=zipfile.ZIP_STORED)
+        for name, text in members.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("data", "filename", "expected"),
+    [
+        (_package({"[Content_Types].xml": "", "xl/workbook.xml": ""}), "x.docx", "xlsx"),
+        (_package({"[Content_Types].xml": "", "ppt/presentation.xml": ""}), None, "pptx"),
+        (_package({"META-INF/container.xml": ""}, stored_mimetype="application/epub+zip"),
+         "book.zip", "epub"),
+        (_package({"META-INF/container.xml": ""}), None, "epub"),  # mimetype entry missing
+        (_package({"content.xml": ""}, stored_mimetype="application/vnd.oasis.opendocument.text"),
+         None, "odt"),
+    ],
+)  # fmt: skip
+def test_packages_are_named_by_their_directory(
+    data: bytes, filename: str | None, expected: str
+) -> None:
+    assert detect(data, filename=filename).format == expected
+
+
+def test_other_opendocument_files_are_refused_by_kind() -> None:
+    ods = _package(
+        {"content.xml": ""}, stored_mimetype="application/vnd.oasis.opendocument.spreadsheet"
+    )
+    with pytest.raises(UnsupportedFormat, match="OpenDocument spreadsheet"):
+        detect(ods, filename="sheet.ods")
+
+
+def test_a_truncated_workbook_goes_to_the_xlsx_extractor(corpus_dir: Path) -> None:
+    data = (corpus_dir / "xlsx/stanley-cups.xlsx").read_bytes()
+    cut = data[: len(data) // 2]
+    with pytest.raises(zipfile.BadZipFile):
+        zipfile.ZipFile(io.BytesIO(cut))
+    assert detect(cut).format is DocumentFormat.XLSX  # the workbook part's local header says
+
+
+def test_password_protected_workbook_and_deck_are_encrypted() -> None:
+    # Office wraps an encrypted XLSX or PPTX in an OLE2 file with these two streams.
+    for name in ("book.xlsx", "deck.pptx"):
+        ole2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500)
+        ole2 += "EncryptionInfo".encode("utf-16-le") + "EncryptedPackage".encode("utf-16-le")
+        with pytest.raises(EncryptedDocument, match="password-protected"):
+            detect(ole2, filename=name)
+
+
+def test_rfc822_headers_make_an_email_whatever_the_name() -> None:
+    mail = b"From: Ann <ann@example.org>\nTo: Bob <bob@example.org>\nSubject: Hi\n\nBody.\n"
+    assert detect(mail, filename="notes.txt").format is DocumentFormat.EML
+    # A text that opens with one "Name: value" line is no e-mail.
+    memo = b"Subject: the budget\n\nWe meet on Monday to talk about the budget.\n"
+    assert detect(memo).format is DocumentFormat.TXT
+
+
+def test_delimited_records_are_csv_unless_the_name_says_prose() -> None:
+    table = b"Region,Sales,Year\nNorth,1200,2023\nSouth,900,2023\nEast,700,2024\n"
+    assert detect(table).format is DocumentFormat.CSV
+    assert detect(table.replace(b",", b"\t"), filename="t.tsv").format is DocumentFormat.CSV
+    assert detect(table, filename="table.txt").format is DocumentFormat.TXT  # a tie: the name
+    prose = b"Hello, world.\nThis line, like the first, has a comma.\nSo, too, does this.\n"
+    assert detect(prose).format is DocumentFormat.TXT
+
+
+def test_csv_sniffing_is_fast_on_one_huge_line() -> None:
+    started = time.perf_counter()
+    for line in (b'"a",' * 65_536, b",;\t\"'" * 50_000):
+        detect(line)
+    assert time.perf_counter() - started < 5

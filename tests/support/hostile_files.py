@@ -145,14 +145,24 @@ def docx_zip_bomb(*, inflated_mib: int = 2048, declared_mib: int | None = None) 
     The member is honest (sizes and CRC-32 in both headers match what it inflates to) unless
     `declared_mib` is given: then it declares that size and the CRC-32 of that many zeros.
     """
-    name = "word/media/zeros.bin"
+    package = build_docx(document_xml(_paragraph("A package with a bomb inside.")))
+    return with_zip_bomb(
+        package, "word/media/zeros.bin", inflated_mib=inflated_mib, declared_mib=declared_mib
+    )
+
+
+def with_zip_bomb(
+    package: bytes, name: str, *, inflated_mib: int = 2048, declared_mib: int | None = None
+) -> bytes:
+    """`package` (any ZIP) with member `name` added, inflating to `inflated_mib` MiB of zeros;
+    honest unless `declared_mib` is given (see `docx_zip_bomb`)."""
     deflated = zlib_zeros(inflated_mib)[2:-4]  # the raw deflate stream ZIP members hold
     declared = (inflated_mib if declared_mib is None else declared_mib) * MiB
     crc = 0
     zeros = bytes(MiB)
     for _ in range(declared // MiB):
         crc = zlib.crc32(zeros, crc)
-    buffer = io.BytesIO(build_docx(document_xml(_paragraph("A package with a bomb inside."))))
+    buffer = io.BytesIO(package)
     with zipfile.ZipFile(buffer, "a") as archive:
         archive.writestr(zipfile.ZipInfo(name), deflated)  # stored as-is, patched below
     return _patch_member(buffer.getvalue(), name, crc=crc, size=declared)
