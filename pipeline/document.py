@@ -15,6 +15,7 @@ class DocumentFormat(StrEnum):
     HTML = "html"
     MARKDOWN = "markdown"
     TXT = "txt"
+    IMAGE = "image"
 
 
 class BlockKind(StrEnum):

@@ -32,6 +32,7 @@ import numpy as np
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
+from pipeline.metadata import ocr_of_pages, ocr_summary
 from pipeline.prepare import Prepared
 from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, StoredDocument, VectorStore
@@ -59,6 +60,8 @@ class IndexResult:
     chunks: int
     chunks_reused: int
     unchanged: bool
+    ocr_pages: int = 0
+    """Pages whose text came from OCR."""
 
 
 def text_hash(text: str) -> str:
@@ -167,6 +170,7 @@ def index_document(
         language=meta.get("language"),
         ingested_at=meta.get("ingested_at"),
         metadata=dict(user_metadata),
+        ocr=ocr_summary(meta.get("ocr")),
     )
     records = [
         ChunkRecord(
@@ -183,6 +187,7 @@ def index_document(
             dense=vectors[digest],
             sparse=terms,
             document=fields,
+            ocr=ocr_of_pages(meta.get("ocr"), chunk.page_start, chunk.page_end),
         )
         for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
     ]
@@ -215,6 +220,7 @@ def index_document(
         chunks=len(chunks),
         chunks_reused=reused,
         unchanged=False,
+        ocr_pages=len(fields.ocr["pages"]) if fields.ocr else 0,
     )
 
 
@@ -326,6 +332,7 @@ def _stored_result(live: StoredDocument, *, unchanged: bool) -> IndexResult:
         chunks=live.chunks,
         chunks_reused=0,
         unchanged=unchanged,
+        ocr_pages=len(live.ocr["pages"]) if live.ocr else 0,
     )
 
 

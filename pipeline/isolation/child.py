@@ -21,9 +21,12 @@ from typing import Any
 PR_SET_PDEATHSIG = 1
 
 
-def _limit(memory_bytes: int, cpu_seconds: int) -> None:
+def _limit(memory_bytes: int, cpu_seconds: int, max_cpu_seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    # The soft limit (SIGXCPU) is the file's budget; OCR raises it page by page (`_grant_cpu`)
+    # up to the hard one, which a process cannot raise again.
+    hard = max(cpu_seconds, max_cpu_seconds) + 5
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, hard))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _die_with_parent()
 
@@ -40,6 +43,18 @@ def _die_with_parent() -> None:
 def _send(message: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(message, ensure_ascii=False) + "\n")
     sys.stdout.flush()
+
+
+def _grant_cpu(seconds: float) -> None:
+    """Raise this process's CPU limit by `seconds` (capped) and tell the parent, whose
+    wall-clock deadline follows: called before each page is OCR'd."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if soft == resource.RLIM_INFINITY or hard == resource.RLIM_INFINITY:
+        return
+    raised = min(hard - 5, soft + max(1, int(seconds)))
+    if raised > soft:
+        resource.setrlimit(resource.RLIMIT_CPU, (raised, hard))
+        _send({"cpu_seconds": raised})
 
 
 def _error(error: Exception) -> dict[str, Any]:
@@ -67,6 +82,7 @@ def _parse(request: dict[str, Any]) -> None:
             chunking=ChunkingSpec(**request["chunking"]),
             on_stage=lambda name: _send({"stage": name}),
             on_page=lambda done, total: _send({"page": [done, total]}),
+            on_ocr_page=lambda: _grant_cpu(settings.ocr_cpu_seconds_per_page),
         )
         del data
         chunks = [
@@ -101,7 +117,11 @@ def _serve_one(request: dict[str, Any]) -> None:
             os.close(read_end)
             os.dup2(write_end, sys.stdout.fileno())
             os.close(write_end)
-            _limit(int(request["memory_bytes"]), int(request["cpu_seconds"]))
+            _limit(
+                int(request["memory_bytes"]),
+                int(request["cpu_seconds"]),
+                int(request.get("max_cpu_seconds", request["cpu_seconds"])),
+            )
             _parse(request)
             sys.stdout.flush()
         finally:
@@ -121,6 +141,9 @@ def main() -> int:
     # No parent-death signal here: Linux ties it to the thread that started us, and any of the
     # worker's threads may have. When the worker goes, stdin closes and the loop below ends.
     import pipeline.prepare  # noqa: F401 - warm the parsers once, before any fork
+    from pipeline.extract.ocr import warm_up
+
+    warm_up()
     from pipeline.metadata import guess_language
 
     guess_language("Load the language model once, not in every child.")

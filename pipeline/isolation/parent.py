@@ -33,7 +33,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,15 +59,27 @@ CHILD_SETTINGS = (
     "max_docx_uncompressed_bytes",
     "max_docx_compression_ratio",
     "max_metadata_bytes",
+    "max_image_pixels",
+    "ocr",
+    "ocr_languages",
+    "ocr_tessdata_dir",
+    "ocr_dpi",
+    "ocr_cpu_seconds_per_page",
 )
 """The settings extraction reads; only these cross into the child (no secrets do)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
+    """What one parse may use. The child may raise its CPU limit up to `max_cpu_seconds` as
+    it OCRs pages (`ocr_cpu_seconds_per_page` each, announced to the parent), and the
+    wall-clock deadline follows, up to `max_wall_seconds`; None means no such growth."""
+
     memory_bytes: int
     cpu_seconds: int
     wall_seconds: float
+    max_cpu_seconds: int | None = None
+    max_wall_seconds: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, size_bytes: int) -> Limits:
@@ -79,8 +91,20 @@ class Limits:
         return cls(
             memory_bytes=settings.extraction_memory_bytes,
             cpu_seconds=cpu,
-            wall_seconds=min(settings.extraction_timeout_seconds, 2.0 * cpu + 30.0),
+            wall_seconds=_wall_seconds(cpu, settings.extraction_timeout_seconds),
+            max_cpu_seconds=settings.extraction_cpu_seconds,
+            max_wall_seconds=settings.extraction_timeout_seconds,
         )
+
+    def granted(self, cpu_seconds: int) -> Limits:
+        """These limits once the child has raised its CPU limit to `cpu_seconds`."""
+        cpu = min(cpu_seconds, self.max_cpu_seconds or self.cpu_seconds)
+        wall = _wall_seconds(cpu, self.max_wall_seconds or self.wall_seconds)
+        return replace(self, cpu_seconds=cpu, wall_seconds=max(wall, self.wall_seconds))
+
+
+def _wall_seconds(cpu_seconds: int, cap: float) -> float:
+    return min(cap, 2.0 * cpu_seconds + 30.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +230,7 @@ def prepare_isolated(
         "settings": settings.model_dump(mode="json", include=set(CHILD_SETTINGS)),
         "memory_bytes": limits.memory_bytes,
         "cpu_seconds": limits.cpu_seconds,
+        "max_cpu_seconds": limits.max_cpu_seconds or limits.cpu_seconds,
     }
     server = _POOL.take()
     try:
@@ -229,7 +254,8 @@ def _follow(
 ) -> PreparedChunks | IngestError:
     """Relay one request's progress; return its result or error once the grandchild has
     exited (the server is then ready for the next request). Raises if the server fails."""
-    deadline = time.monotonic() + limits.wall_seconds
+    started = time.monotonic()
+    deadline = started + limits.wall_seconds
     grandchild: int | None = None
     outcome: PreparedChunks | IngestError | None = None
     while True:
@@ -258,6 +284,10 @@ def _follow(
         elif "page" in message and on_page is not None:
             done, total = message["page"]
             on_page(int(done), int(total))
+        elif "cpu_seconds" in message:  # the child granted itself CPU time to OCR a page
+            limits = limits.granted(int(message["cpu_seconds"]))
+            if deadline != float("inf"):
+                deadline = max(deadline, started + limits.wall_seconds)
         elif "done" in message:
             outcome = _prepared(message["done"])
         elif "error" in message:
