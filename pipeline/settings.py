@@ -86,7 +86,8 @@ class Settings(BaseSettings):
     """Largest accepted upload, in bytes; larger uploads are refused with 413."""
 
     max_pages: int = Field(default=5000, gt=0)
-    """Largest PDF (in pages) that is extracted; larger ones fail with `document_too_large`."""
+    """Largest PDF or TIFF (in pages) that is extracted; larger ones fail with
+    `document_too_large`."""
 
     max_extracted_chars: int = Field(default=50_000_000, gt=0)
     """Most characters of text one document may yield before `document_too_large`."""

@@ -186,7 +186,10 @@ class Recogniser:
         if iterator is None:  # nothing on the page
             return
         for word in iterate_level(iterator, RIL.WORD):
-            text = (word.GetUTF8Text(RIL.WORD) or "").strip()
+            try:
+                text = (word.GetUTF8Text(RIL.WORD) or "").strip()
+            except RuntimeError:  # tesserocr's "No text returned" for an empty word box
+                continue
             if text:
                 yield (
                     text,

@@ -3,10 +3,10 @@
 It imports the parsers once, then for each request (one JSON line on stdin, limits included)
 forks a grandchild that sets `RLIMIT_AS`/`RLIMIT_CPU`, parses, and writes progress and the
 outcome as JSON lines; the server relays them to its stdout, then reports the grandchild's
-exit status (`{"exit": n}`, negative for a signal). Forking a warm, single-threaded process
-costs milliseconds where a fresh interpreter costs a second or more of imports. Output is
-plain JSON, never pickle: the parent must not trust a process that parsed hostile bytes
-beyond plain data.
+exit status and peak memory (`{"exit": n, "peak_rss_bytes": m}`, n negative for a signal).
+Forking a warm, single-threaded process costs milliseconds where a fresh interpreter costs a
+second or more of imports. Output is plain JSON, never pickle: the parent must not trust a
+process that parsed hostile bytes beyond plain data.
 """
 
 from __future__ import annotations
@@ -132,9 +132,11 @@ def _serve_one(request: dict[str, Any]) -> None:
         for line in relayed:
             sys.stdout.write(line)
             sys.stdout.flush()
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    _send({"exit": code})
+    # Peak memory tells an out-of-memory abort (PDFium aborts when an allocation fails under
+    # RLIMIT_AS) from other crashes; Linux reports ru_maxrss in KiB.
+    _send({"exit": code, "peak_rss_bytes": usage.ru_maxrss * 1024})
 
 
 def main() -> int:

@@ -8,7 +8,8 @@ slot, started once with the parsers imported); the child sets `RLIMIT_AS` and `R
 before it reads a byte, and a wall-clock deadline is enforced here. Whatever the file does, only
 the child dies, and the job fails with a code:
 
-    MemoryError in the child, or killed by the kernel (OOM)    → document_too_large
+    MemoryError in the child, killed by the kernel (OOM), or
+    aborted (SIGABRT) after filling half its address space     → document_too_large
     CPU limit (SIGXCPU) or the wall-clock deadline             → timeout
     any other death (a crash in a C extension)                 → corrupt_document
 
@@ -294,7 +295,10 @@ def _follow(
             outcome = _rebuild(message["error"])
         elif "exit" in message:
             if outcome is None:
-                outcome = _death(int(message["exit"]), limits, "".join(server.stderr_tail))
+                peak = int(message.get("peak_rss_bytes", 0))
+                outcome = _death(
+                    int(message["exit"]), limits, "".join(server.stderr_tail), peak_rss=peak
+                )
             return outcome
 
 
@@ -329,7 +333,9 @@ def _prepared(done: dict[str, Any]) -> PreparedChunks:
     return PreparedChunks(chunks=chunks, metadata=dict(done["metadata"]))
 
 
-def _death(returncode: int | None, limits: Limits, stderr: str) -> IngestError:
+def _death(
+    returncode: int | None, limits: Limits, stderr: str, *, peak_rss: int = 0
+) -> IngestError:
     if stderr.strip():
         log.warning("the extraction child exited with %s: %s", returncode, stderr[-1000:])
     if returncode == -signal.SIGXCPU:
@@ -342,7 +348,10 @@ def _death(returncode: int | None, limits: Limits, stderr: str) -> IngestError:
             "Extracting this file was stopped by the system (most likely out of memory); it "
             "may be a decompression bomb, or split it into smaller files."
         )
-    if returncode is not None and returncode > 0 and "MemoryError" in stderr:
+    # PDFium aborts when an allocation fails: an abort after the child filled at least half
+    # its address space is that (a flate bomb peaked at 754 of 763 MiB), not a damaged file.
+    out_of_memory = returncode == -signal.SIGABRT and peak_rss >= limits.memory_bytes // 2
+    if out_of_memory or (returncode is not None and returncode > 0 and "MemoryError" in stderr):
         return DocumentTooLarge(
             f"Extracting this file needs more than the {limits.memory_bytes // 2**20} MiB "
             "allowed; it may be a decompression bomb, or split it into smaller files."
