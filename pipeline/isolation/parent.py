@@ -13,6 +13,11 @@ the child dies, and the job fails with a code:
     CPU limit (SIGXCPU) or the wall-clock deadline             → timeout
     any other death (a crash in a C extension)                 → corrupt_document
 
+OCR is the one stage whose cost grows with pages rather than bytes (a scan of 200 pages may
+be a few MiB): before each page it OCRs, the child raises its own CPU limit by
+`ocr_cpu_seconds_per_page`, up to the hard limit of `extraction_cpu_seconds` set at the
+fork, and sends `{"cpu_seconds": n}`; the wall-clock deadline here grows with it.
+
 A subprocess of our own rather than multiprocessing: it works the same under Celery's prefork
 children (whose daemonic processes may not start multiprocessing children), thread pools and
 any main module, and results come back as JSON lines, never as pickles a compromised parser
