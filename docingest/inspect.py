@@ -57,6 +57,9 @@ def _print_human(path: Path, prepared: PreparedDocument) -> None:
     for key in ("title", "author", "language", "created", "modified", "sha256"):
         if meta.get(key):
             print(f"   {key}: {meta[key]}")
+    if meta.get("ocr"):
+        pages_read = ", ".join(str(page) for page in meta["ocr"]["pages"])
+        print(f"   ocr: pages {pages_read}, mean confidence {meta['ocr']['confidence']}")
     for chunk in prepared.chunks:
         pages_span = (
             f"p{chunk.page_start}"

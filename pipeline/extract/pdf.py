@@ -144,7 +144,9 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser) 
         textpage.close()
         mode = recogniser.options.mode
         needs_ocr = mode is OcrMode.FORCE or (
-            mode is OcrMode.AUTO and not text.strip() and pdfium_c.FPDFPage_CountObjects(page) > 0
+            mode is OcrMode.AUTO
+            and not any(char.isalnum() for char in text)
+            and pdfium_c.FPDFPage_CountObjects(page) > 0
         )
         if not needs_ocr:
             return text
