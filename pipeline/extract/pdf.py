@@ -8,7 +8,8 @@ no corpus PDF opens with pypdf but not with PDFium (BENCHMARKS.md, "PDF engines"
 Reading order: PDFium's text page follows the content stream, which for LaTeX, Word and GPO
 output is column by column (the 2-column DPR and NAACL papers, the 3-column Federal Register).
 A line-end hyphen PDFium recognises comes back as U+FFFE with the line already joined; the
-hyphen is dropped or kept by the same compound rule as any other (`page_lines`).
+hyphen is dropped or kept by the same compound rule as any other (`page_lines`). Arabic
+lam-alef ligatures come back with their two letters swapped and are put back in order.
 
 Headings come from the outline (bookmarks) only. Font sizes were considered: in the corpus
 the papers and manuals that have headings have an outline, while size-based guesses on the
@@ -26,6 +27,7 @@ parsing child's address-space limit (`pipeline/isolation`) and fails as `documen
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 from typing import TYPE_CHECKING
@@ -52,6 +54,7 @@ MIN_OCR_DPI = 72
 """The lowest resolution a page is rendered at for OCR; a larger page is too large."""
 
 _SOFT_HYPHEN = re.compile(r"(\S*)\ufffe(\w?)")
+_ALEF_LAM = re.compile("[\u0622\u0623\u0625\u0627]\u0644")
 _NO_OCR = OcrOptions(mode=OcrMode.OFF)
 
 
@@ -140,7 +143,7 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser) 
     page = pdf[index]
     try:
         textpage = page.get_textpage()
-        text = _mend_hyphens(textpage.get_text_range())
+        text = _mend_hyphens(_mend_lam_alef(textpage, textpage.get_text_range()))
         textpage.close()
         mode = recogniser.options.mode
         needs_ocr = mode is OcrMode.FORCE or (
@@ -154,6 +157,31 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser) 
         return text if recognised is None else recognised.text
     finally:
         page.close()
+
+
+def _mend_lam_alef(textpage: pdfium.PdfTextPage, text: str) -> str:
+    """Put back in order the two letters of an Arabic lam-alef ligature.
+
+    PDFium maps the ligature glyph to lam + alef and then, reordering the right-to-left run,
+    swaps them ("الإنتاجية" came out "اإلنتاجية" from Word). Both letters carry the glyph's
+    box, which no two letters of separate glyphs share: that identifies the pair.
+    """
+    if not _ALEF_LAM.search(text):
+        return text
+    chars = list(text)
+    for match in _ALEF_LAM.finditer(text):
+        first = match.start()
+        if _char_box(textpage, first) == _char_box(textpage, first + 1) and (
+            pdfium_c.FPDFText_GetUnicode(textpage, first) == ord(text[first])
+        ):
+            chars[first], chars[first + 1] = chars[first + 1], chars[first]
+    return "".join(chars)
+
+
+def _char_box(textpage: pdfium.PdfTextPage, index: int) -> tuple[float, ...]:
+    left, right, bottom, top = (ctypes.c_double() for _ in range(4))
+    pdfium_c.FPDFText_GetCharBox(textpage, index, left, right, bottom, top)
+    return (left.value, right.value, bottom.value, top.value)
 
 
 def _mend_hyphens(text: str) -> str:
