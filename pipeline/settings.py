@@ -102,8 +102,9 @@ class Settings(BaseSettings):
     """Address-space limit of the child process that parses one upload (bomb guard)."""
 
     extraction_cpu_seconds: int = Field(default=900, gt=0)
-    """CPU seconds the parsing child may use before it is killed (`timeout`); the 2,415-page
-    R reference manual took 212 s of wall-clock time on a loaded 2-core machine."""
+    """CPU seconds the parsing child may use before it is killed (`timeout`), OCR grants
+    included; the 2,415-page R reference manual needs about 7 (PDFium), a 200-page scan
+    200-600 (OCR at 1-3 s per page)."""
 
     extraction_cpu_seconds_per_mb: float = Field(default=60.0, gt=0)
     """CPU seconds a file gets per MiB on top of one minute, up to `extraction_cpu_seconds`:
