@@ -21,6 +21,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: install
 	VENV=$(VENV) .ci/system-deps
@@ -42,4 +43,4 @@ audit: install
 	$(BIN)/pip-audit --skip-editable
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .import_linter_cache

@@ -1,4 +1,5 @@
-"""Typed dependencies: the process's clients (built in the app's lifespan) and the caller."""
+"""Typed dependencies: the process's clients (built in the app's lifespan), the caller, and
+the index the caller names in the path, once it is valid and theirs (`AuthorizedIndex`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi import Depends, Request
 from api.auth import KeyRing, Principal
 from pipeline.jobs.state import JobStore
 from pipeline.services import Services
-from pipeline.store import VectorStore
+from pipeline.store import VectorStore, validate_index_name
 
 
 @dataclass
@@ -48,9 +49,20 @@ def _principal(request: Request) -> Principal:
     return app_state(request).keyring.authenticate(request)
 
 
+PrincipalDep = Annotated[Principal, Depends(_principal)]
+
+
+def authorize_index(index: str, principal: PrincipalDep) -> str:
+    """Return `index` if it is a valid name this caller may use; else 400 or 403."""
+    validate_index_name(index)
+    principal.check(index)
+    return index
+
+
 StateDep = Annotated[AppState, Depends(app_state)]
 ServicesDep = Annotated[Services, Depends(_services)]
 JobsDep = Annotated[JobStore, Depends(_jobs)]
 StoreDep = Annotated[VectorStore, Depends(_store)]
 CeleryDep = Annotated[Celery, Depends(_celery)]
-PrincipalDep = Annotated[Principal, Depends(_principal)]
+AuthorizedIndex = Annotated[str, Depends(authorize_index)]
+"""The `{index}` path parameter, checked: a valid name the caller's API key may use."""

@@ -10,8 +10,7 @@ from redis.exceptions import RedisError
 
 from pipeline.errors import DependencyUnavailable
 from pipeline.jobs.state import JobStore
-from pipeline.keys import INGEST_QUEUE
-from workers.app import INGEST_TASK
+from pipeline.keys import INGEST_QUEUE, INGEST_TASK
 
 log = logging.getLogger(__name__)
 

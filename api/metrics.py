@@ -44,7 +44,7 @@ class JobsCollector(Collector):
         finished = CounterMetricFamily(
             "docingest_jobs_finished", "Jobs finished, by terminal status.", labels=["status"]
         )
-        for status in (JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED):
+        for status in (status for status in JobStatus if status.terminal):
             finished.add_metric([status.value], counts[status.value])
         yield finished
         yield GaugeMetricFamily(

@@ -72,14 +72,7 @@ async def receive_upload(
     `InvalidUpload` for anything else wrong with the body, the client's disconnection
     included; the destination is gone after either. An empty file is not an error here.
     """
-    media_type, params = parse_options_header(request.headers.get("content-type"))
-    if media_type != b"multipart/form-data":
-        raise InvalidUpload(
-            f"Send the upload as multipart/form-data with the document in '{file_field}'."
-        )
-    boundary = params.get(b"boundary")
-    if not boundary:
-        raise InvalidUpload("The multipart/form-data Content-Type header has no boundary.")
+    boundary = _boundary(request, file_field)
     body_limit = max_file_bytes + max_fields * max_field_bytes + BODY_OVERHEAD_BYTES
     declared = _content_length(request)
     if declared is not None and declared > body_limit:
@@ -117,6 +110,19 @@ async def receive_upload(
         sha256=hasher.hexdigest(),
         fields=parts.fields,
     )
+
+
+def _boundary(request: Request, file_field: str) -> bytes:
+    """The multipart boundary of the request's Content-Type; `InvalidUpload` if it has none."""
+    media_type, params = parse_options_header(request.headers.get("content-type"))
+    if media_type != b"multipart/form-data":
+        raise InvalidUpload(
+            f"Send the upload as multipart/form-data with the document in '{file_field}'."
+        )
+    boundary = params.get(b"boundary")
+    if not boundary:
+        raise InvalidUpload("The multipart/form-data Content-Type header has no boundary.")
+    return boundary
 
 
 def display_filename(raw: str | None) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 
-TERMINAL = {"completed", "failed", "cancelled"}
+from pipeline.keys import TERMINAL_STATUSES
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -144,7 +145,7 @@ def settle(client: httpx.Client, job_ids: list[str], *, index: str, timeout: flo
                     pending.discard(job_id)
                     continue
                 job = response.raise_for_status().json()
-            if job["status"] in TERMINAL:
+            if job["status"] in TERMINAL_STATUSES:
                 outcome.jobs[job_id] = job
                 pending.discard(job_id)
         if pending:

@@ -32,11 +32,11 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import find_corpus, machine  # noqa: E402
+from _common import find_corpus, machine
 
-from pipeline.chunking import chunk_document  # noqa: E402
-from pipeline.document import Block, join_blocks  # noqa: E402
-from pipeline.tokens import LengthFunction, TokenCounter, char_length  # noqa: E402
+from pipeline.chunking import chunk_document
+from pipeline.document import Block, join_blocks
+from pipeline.tokens import LengthFunction, TokenCounter, char_length
 
 FILES = [
     "txt/gutenberg-war-and-peace.txt",

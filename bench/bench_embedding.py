@@ -3,9 +3,9 @@
 Run: .venv/bin/python bench/bench_embedding.py [--latency-ms 100] [--sizes 1000 10000]
      [--runs 3] [--naive-limit 1000] [--write]
 
-The fake server (tests/embedding_server.py, run as a subprocess so it does not share our GIL)
-answers each request no sooner than `--latency-ms` after receiving it, whatever its size, like
-a remote API whose cost is the round trip. Chunks are ~200-word windows of War and Peace,
+The fake server (tests/support/embedding_server.py, run as a subprocess so it does not share
+our GIL) answers each request no sooner than `--latency-ms` after receiving it, whatever its
+size, like a remote API whose cost is the round trip. Chunks are ~200-word windows of War and Peace,
 cycling through the book.
 
 - naive: one request per chunk, in sequence (`client.embeddings.create(input=[text])` in a
@@ -68,7 +68,7 @@ def load_chunks(count: int, words_per_chunk: int = 200) -> list[str]:
 
 def start_server(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "embedding_server.py"), "--port", "0"]
+        [sys.executable, str(ROOT / "tests" / "support" / "embedding_server.py"), "--port", "0"]
         + ["--latency-ms", str(latency_ms)],
         stdout=subprocess.PIPE,
         text=True,

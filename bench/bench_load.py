@@ -5,8 +5,8 @@ Run: .venv/bin/python bench/bench_load.py [--uploads 500] [--clients 20] [--sear
 Starts a real `docingest serve` (API and in-process worker, extraction isolated in a child
 process, local-mode Qdrant) with production settings on a free port, its own data directory and
 Redis key prefix on DB 15; embeddings come from the fake OpenAI-compatible server
-(tests/embedding_server.py, text-embedding-3-small shaped: 1,536 dimensions), so the load falls
-on the service, not on a model. Then:
+(tests/support/embedding_server.py, text-embedding-3-small shaped: 1,536 dimensions), so the
+load falls on the service, not on a model. Then:
 
 1. `--uploads` uploads of small real documents (corpus and examples/, every format) from
    `--clients` threads with a connection each, as fast as they are answered; a tenth of them
@@ -18,9 +18,9 @@ on the service, not on a model. Then:
    none completed twice, failures only `superseded` (a newer upload of the same document ran
    first), each document at the newest published version with its upload's bytes; after the
    service stops, the store holds exactly the live version's points of each document and no
-   other (tests/reliability/load_checks.py lists every check).
+   other (tests/support/load_checks.py lists every check).
 
-The logic lives in tests/reliability/load_support.py and load_checks.py, which the short CI
+The logic lives in tests/support/load.py and load_checks.py, which the short CI
 variant (tests/reliability/test_load.py) runs too. Exit status 1 on any violation.
 """
 
@@ -43,14 +43,8 @@ sys.path.insert(0, str(REPO))
 from _common import find_corpus, machine  # noqa: E402
 
 from pipeline.settings import Settings  # noqa: E402
-from tests.reliability.load_checks import Findings, check_api, check_store, percentile  # noqa: E402
-from tests.reliability.load_support import (  # noqa: E402
-    LoadRun,
-    plan_uploads,
-    run_load,
-    serving,
-    source_files,
-)
+from tests.support.load import LoadRun, plan_uploads, run_load, serving, source_files  # noqa: E402
+from tests.support.load_checks import Findings, check_api, check_store, percentile  # noqa: E402
 
 INDEX = "load"
 

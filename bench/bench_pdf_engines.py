@@ -24,17 +24,24 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._common import find_corpus, machine  # noqa: E402
+from _common import find_corpus, machine  # noqa: E402
+
 from pipeline.extract.ocr import OcrMode, OcrOptions, Recogniser  # noqa: E402
 from pipeline.extract.pdf import extract_pdf  # noqa: E402
 from pipeline.metadata import count_words  # noqa: E402
-from tests.images import KNOWN_TEXT, pdf_with_pages, text_image, word_accuracy  # noqa: E402
+from tests.support.image_files import (  # noqa: E402
+    KNOWN_TEXT,
+    pdf_with_pages,
+    text_image,
+    word_accuracy,
+)
 
 GLUED = re.compile(r"[^\W\d_]{20,}")
 SKIP = re.compile(r"^(corrupt-|encrypted-|scanned-)")
@@ -49,10 +56,10 @@ def in_child(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     if pid == 0:
         os.close(read_end)
         try:
-            result = work()
+            outcome = work()
         except Exception as exc:  # recorded, not fatal: a benchmark row says what failed
-            result = {"error": f"{type(exc).__name__}: {exc}"[:200]}
-        os.write(write_end, json.dumps(result).encode())
+            outcome = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+        os.write(write_end, json.dumps(outcome).encode())
         os._exit(0)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
@@ -104,15 +111,15 @@ def pdf_engines(corpus: Path, *, pypdf_on_big: bool) -> None:
         "| pypdf glued | PDFium glued | pypdf peak RSS MiB | PDFium peak RSS MiB |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    totals = {"pypdf": [0.0, 0.0, 0], "pdfium": [0.0, 0.0, 0]}
+    totals = {"pypdf": [0.0, 0.0, 0.0], "pdfium": [0.0, 0.0, 0.0]}
     for path in sorted((corpus / "pdf").glob("*.pdf")):
         if SKIP.match(path.name):
             continue
-        new = in_child(lambda path=path: with_pdfium(path))
+        new = in_child(partial(with_pdfium, path))
         if path.name in BIG and not pypdf_on_big:
             old: dict[str, Any] = {"error": "skipped"}
         else:
-            old = in_child(lambda path=path: with_pypdf(path))
+            old = in_child(partial(with_pypdf, path))
         row = [path.name, str(new.get("pages", "?"))]
         if "error" in old or "error" in new:
             print(f"| {path.name} | {old.get('error', '')} {new.get('error', '')} |")

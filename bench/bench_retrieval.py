@@ -43,9 +43,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import evaluate, find_corpus, machine  # noqa: E402
+from _common import evaluate, find_corpus, machine
 
-from pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder  # noqa: E402
+from pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder
 
 DATASETS = {"scifact": "scifact", "cranfield": "cranfield/beir"}
 TOP_K = 10

@@ -40,14 +40,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import evaluate, find_corpus, machine  # noqa: E402
+from _common import evaluate, find_corpus, machine
 
-from pipeline.embedders.base import EmbeddingConfig, QueryCache  # noqa: E402
-from pipeline.embedders.local import LocalEmbedder  # noqa: E402
-from pipeline.search import SearchMode, SearchRequest, candidate_limit, search  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
-from pipeline.sparse import AVG_LEN, analyze, encode_document, encode_query  # noqa: E402
-from pipeline.store import (  # noqa: E402
+from pipeline.embedders.base import EmbeddingConfig, QueryCache
+from pipeline.embedders.local import LocalEmbedder
+from pipeline.search import SearchMode, SearchRequest, candidate_limit, search
+from pipeline.settings import Settings
+from pipeline.sparse import AVG_LEN, analyze, encode_document, encode_query
+from pipeline.store import (
     ChunkRecord,
     DocumentFields,
     IndexConfig,

@@ -89,7 +89,9 @@ def make_vocabulary(rng: np.random.Generator) -> list[str]:
     words: set[str] = set()
     while len(words) < VOCABULARY:
         words.add("".join(rng.choice(letters, size=int(rng.integers(4, 10)))))
-    return sorted(words, key=lambda word: hashlib.md5(word.encode()).digest())  # noqa: S324
+    return sorted(
+        words, key=lambda word: hashlib.md5(word.encode(), usedforsecurity=False).digest()
+    )
 
 
 def zipf_probabilities() -> np.ndarray:

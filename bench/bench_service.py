@@ -4,8 +4,8 @@ Run: .venv/bin/python bench/bench_service.py [--uploads 200] [--clients 20] [--q
 
 Starts a real `docingest serve` (API and in-process Celery worker, local model, local-mode
 Qdrant) on a free port with its own data directory and Redis key prefix on DB 15, as the
-end-to-end tests do (tests/service.py), but with the production heartbeat, housekeeping and
-model-thread settings. Then, in one run:
+end-to-end tests do (tests/support/docingest_service.py), but with the production heartbeat,
+housekeeping and model-thread settings. Then, in one run:
 
 1. a 50 MB plain-text upload (corpus text repeated) on an idle worker: time-to-202, then the
    job is cancelled and waited for.
@@ -68,7 +68,8 @@ from _service_tools import (  # noqa: E402
 from pipeline.embedders.local import LocalEmbedder  # noqa: E402
 from pipeline.prepare import prepare_document  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
-from tests.service import TEST_REDIS_URL, ServiceEnv, running_serve  # noqa: E402
+from tests.support.docingest_service import ServiceEnv, running_serve  # noqa: E402
+from tests.support.redis_db import TEST_REDIS_URL  # noqa: E402
 
 SMALL = (  # 1 to 3 chunks each, every format, all of them ingest cleanly
     "docx/complex-numbered-lists.docx",
@@ -102,7 +103,7 @@ BACKGROUND_QUICK = ("pdf/irs-irm-2.3.59-400p.pdf",)
 RSS_PDF = "pdf/irs-irm-2.3.59-400p.pdf"  # 400 pages; R-4.2.2-refman (2,415) takes far longer
 RSS_PDF_QUICK = "pdf/federal-register-2020-17221.pdf"
 BIG_BYTES = 50 * 1024 * 1024
-PRODUCTION = (  # tests/service.py shortens these for fast tests; a benchmark keeps the defaults
+PRODUCTION = (  # the tests shorten these to run fast; a benchmark keeps the defaults
     "heartbeat_interval_seconds",
     "heartbeat_timeout_seconds",
     "housekeeping_interval_seconds",

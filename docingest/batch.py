@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from docingest.client import FINISHED, Accepted, ClientError, DocingestClient, ErrorInfo, Job
+from docingest.client import Accepted, ClientError, DocingestClient, ErrorInfo, Job
+from pipeline.keys import TERMINAL_STATUSES
 
 UPLOAD_CONCURRENCY = 4
 POLL_SECONDS = 0.5
@@ -57,7 +58,7 @@ class Item:
 
     @property
     def finished(self) -> bool:
-        return self.status in FINISHED
+        return self.status in TERMINAL_STATUSES
 
     def _state(self) -> tuple[object, ...]:
         return (self.status, self.stage, self.progress, self.job_id)

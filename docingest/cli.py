@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from docingest.commands import add_client_commands
+from pipeline.log import configure_logging
 from pipeline.settings import ChunkUnit, Settings, get_settings
 
 
@@ -77,7 +78,7 @@ def _with_listen(args: argparse.Namespace, settings: Settings) -> Settings:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    from docingest.server import configure_logging, serve
+    from docingest.server import serve
 
     configure_logging("INFO")
     on_ready = None
@@ -93,14 +94,14 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _api(args: argparse.Namespace, settings: Settings) -> int:
-    from docingest.server import configure_logging, run_api
+    from docingest.server import run_api
 
     configure_logging("INFO")
     return run_api(_with_listen(args, settings))
 
 
 def _worker(args: argparse.Namespace, settings: Settings) -> int:
-    from docingest.server import configure_logging, run_worker
+    from docingest.server import run_worker
 
     configure_logging(args.loglevel)
     return run_worker(

@@ -21,8 +21,6 @@ DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=5.0)
 """Uploads stream the file; a slow write or a long search must not be cut at httpx's 5 s."""
 
 SearchMode = Literal["hybrid", "vector", "keyword"]
-FINISHED = frozenset({"completed", "failed", "cancelled"})
-"""Job statuses that no longer change."""
 
 
 class ErrorInfo(TypedDict):

@@ -12,16 +12,17 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
 from api.app import create_app
 from docingest.redis_server import RedisStartError, ensure_redis, redact_url
 from pipeline.errors import IngestError
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
-from pipeline.log import JobContextFilter, JsonFormatter
+from pipeline.log import configure_logging
 from pipeline.services import Services
 from pipeline.settings import Settings
 from workers import context
@@ -30,16 +31,17 @@ from workers.app import create_celery_app
 from workers.embedded import EmbeddedWorker
 from workers.ticker import HousekeepingTicker
 
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
 log = logging.getLogger("docingest")
 
 GRACEFUL_SHUTDOWN_SECONDS = 30
-LOG_HANDLER = "docingest"
-TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""Open requests get this long to finish when the server is stopped."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 CELERY_PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 """Celery's "received" / "succeeded" lines, one pair per task: quiet in `serve`, whose terminal
 also shows the seed summary (every housekeeping sweep would print two lines)."""
-"""Open requests get this long to finish when the server is stopped."""
 
 
 class _Server(uvicorn.Server):
@@ -65,23 +67,13 @@ class _Server(uvicorn.Server):
 class StartupError(Exception):
     """A dependency is unreachable or misconfigured; the message says which and what to do."""
 
+    exit_status = 1
 
-def configure_logging(level: str, *, log_format: str = "text") -> None:
-    """Log to stderr at `level`, as text or one JSON object a line (`log_format`).
 
-    Calling it again changes the format of the same handler; lines logged inside a job carry
-    its fields (`pipeline.log`).
-    """
-    root = logging.getLogger()
-    handler = next((h for h in root.handlers if h.get_name() == LOG_HANDLER), None)
-    if handler is None:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.set_name(LOG_HANDLER)
-        handler.addFilter(JobContextFilter())
-        root.addHandler(handler)
-    json_lines = log_format == "json"
-    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(TEXT_LOG_FORMAT))
-    root.setLevel(level.upper())
+class _BadWorkerOptions(StartupError):
+    """The worker's command-line options cannot work with this store (a usage error)."""
+
+    exit_status = 2
 
 
 def check_dependencies(services: Services, *, store: bool) -> None:
@@ -215,54 +207,85 @@ def run_worker(
     In local mode the worker owns the Qdrant directory, so it is one process: a thread pool
     (default) or prefork with one child (the child owns the store; a crash costs the child, not
     the worker). With a Qdrant server it defaults to prefork. With `metrics_port` set, the
-    main process serves the metrics of every pool process there (`docingest/worker_metrics.py`).
+    main process serves the metrics of every pool process there (`workers/metrics.py`).
     """
     configure_logging(loglevel, log_format=settings.log_format)
+    try:
+        pool, concurrency = _worker_pool(settings, pool, concurrency or settings.worker_concurrency)
+        _open_worker_clients(settings, pool)
+        metrics_server = _start_worker_metrics(settings, pool)
+    except StartupError as exc:
+        print(f"docingest worker: {exc}", file=sys.stderr)
+        return exc.exit_status
+    celery_app = create_celery_app(settings)
+    _tick_while_running(celery_app, settings, metrics_server)
+    argv = _worker_argv(
+        settings,
+        pool=pool,
+        concurrency=concurrency,
+        loglevel=loglevel,
+        max_tasks_per_child=max_tasks_per_child,
+    )
+    try:
+        celery_app.worker_main(argv)
+    finally:
+        context.shutdown()
+    return 0
+
+
+def _worker_pool(settings: Settings, pool: str | None, concurrency: int) -> tuple[str, int]:
+    """The pool kind and size to run, or `StartupError` if they cannot work here."""
     local = settings.qdrant_url is None
-    concurrency = concurrency or settings.worker_concurrency
     if local and pool == "prefork" and concurrency != 1:
-        print(
-            "docingest worker: local-mode Qdrant allows one process per directory; use "
-            "--pool threads, --pool prefork --concurrency 1, or set DOCINGEST_QDRANT_URL to a "
-            "Qdrant server.",
-            file=sys.stderr,
+        raise _BadWorkerOptions(
+            "local-mode Qdrant allows one process per directory; use --pool threads, --pool "
+            "prefork --concurrency 1, or set DOCINGEST_QDRANT_URL to a Qdrant server."
         )
-        return 2
     pool = pool or ("threads" if local else "prefork")
     if settings.metrics_port is not None:
         problem = worker_metrics.setup_problem(pool)
         if problem is not None:
-            print(f"docingest worker: {problem}", file=sys.stderr)
-            return 1
+            raise StartupError(problem)
+    return pool, concurrency
+
+
+def _open_worker_clients(settings: Settings, pool: str) -> None:
+    """Check Redis and Qdrant answer; keep the clients for a thread pool, not for prefork."""
     context.configure(owns_store=True)
     probe = Services(settings, owns_store=True)
     try:
         check_dependencies(probe, store=True)
-    except StartupError as exc:
-        print(f"docingest worker: {exc}", file=sys.stderr)
+    except StartupError:
         probe.close()
-        return 1
+        raise
     if pool == "prefork":
         probe.close()  # children build their own clients (and own the local store); none
         # may cross a fork, and the parent must not hold the local-mode lock
     else:
         context.install(probe)  # one process: keep the clients (and the store) it opened
-    metrics_server = None
-    if settings.metrics_port is not None:
-        try:
-            metrics_server = worker_metrics.serve(settings.metrics_port, host=settings.host)
-        except OSError as exc:
-            print(
-                f"docingest worker: cannot serve metrics on {settings.host}:"
-                f"{settings.metrics_port} ({exc.strerror or exc}); set DOCINGEST_METRICS_PORT "
-                "to a free port",
-                file=sys.stderr,
-            )
-            context.shutdown()
-            return 1
-        worker_metrics.install(pool)
-        log.info("metrics on http://%s:%s/metrics", settings.host, settings.metrics_port)
-    celery_app = create_celery_app(settings)
+
+
+def _start_worker_metrics(settings: Settings, pool: str) -> WSGIServer | None:
+    """Serve the metrics of every pool process when `metrics_port` is set."""
+    if settings.metrics_port is None:
+        return None
+    try:
+        server = worker_metrics.serve(settings.metrics_port, host=settings.host)
+    except OSError as exc:
+        context.shutdown()
+        raise StartupError(
+            f"cannot serve metrics on {settings.host}:{settings.metrics_port} "
+            f"({exc.strerror or exc}); set DOCINGEST_METRICS_PORT to a free port"
+        ) from exc
+    worker_metrics.install(pool)
+    log.info("metrics on http://%s:%s/metrics", settings.host, settings.metrics_port)
+    return server
+
+
+def _tick_while_running(
+    celery_app: Celery, settings: Settings, metrics_server: WSGIServer | None
+) -> None:
+    """Run the housekeeping ticker from worker start to shutdown, then stop the metrics."""
     tickers: list[HousekeepingTicker] = []
 
     def start_ticker(**_: Any) -> None:
@@ -278,6 +301,17 @@ def run_worker(
 
     worker_ready.connect(start_ticker, weak=False)
     worker_shutdown.connect(stop_ticker, weak=False)
+
+
+def _worker_argv(
+    settings: Settings,
+    *,
+    pool: str,
+    concurrency: int,
+    loglevel: str,
+    max_tasks_per_child: int | None,
+) -> list[str]:
+    """The `celery worker` command line."""
     argv = [
         *(["--quiet"] if settings.log_format == "json" else []),  # no plain-text banner
         "worker",
@@ -291,8 +325,4 @@ def run_worker(
     ]
     if max_tasks_per_child:
         argv.append(f"--max-tasks-per-child={max_tasks_per_child}")
-    try:
-        celery_app.worker_main(argv)
-    finally:
-        context.shutdown()
-    return 0
+    return argv

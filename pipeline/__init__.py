@@ -1,5 +1,89 @@
-"""docingest pipeline: the ingestion stages as plain, testable Python.
+"""docingest pipeline: the ingestion stages as plain, testable Python, and a flat API over them.
 
 Data flows detect → extract → metadata → chunk → embed → store; nothing here imports
-`api` or `workers`.
+`api` or `workers`. From Python:
+
+    from pipeline import open_pipeline
+
+    with open_pipeline() as docs:  # settings from the DOCINGEST_* environment
+        docs.ingest("examples", "examples/rfc6455-websocket.txt")
+        for hit in docs.search("examples", "closing handshake status code").results:
+            print(hit.score, hit.document_id, hit.text[:80])
+
+The names below are imported on first use (PEP 562), so `import pipeline` loads neither the
+vector store's client nor the embedding runtime.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.chunking import Chunk, ChunkingSpec
+    from pipeline.embedders.base import Embedder, EmbeddingConfig
+    from pipeline.embedders.registry import build_embedder, register_provider
+    from pipeline.errors import IngestError, PermanentError, TransientError
+    from pipeline.facade import Pipeline, open_pipeline
+    from pipeline.indexing import IndexResult
+    from pipeline.prepare import PreparedDocument, prepare_document
+    from pipeline.search import SearchRequest, SearchResponse
+    from pipeline.settings import Settings, get_settings
+    from pipeline.store import IndexConfig
+
+_EXPORTS = {  # name → the private module that defines it (a test keeps it equal to __all__)
+    "Chunk": "pipeline.chunking",
+    "ChunkingSpec": "pipeline.chunking",
+    "Embedder": "pipeline.embedders.base",
+    "EmbeddingConfig": "pipeline.embedders.base",
+    "IndexConfig": "pipeline.store",
+    "IndexResult": "pipeline.indexing",
+    "IngestError": "pipeline.errors",
+    "PermanentError": "pipeline.errors",
+    "Pipeline": "pipeline.facade",
+    "PreparedDocument": "pipeline.prepare",
+    "SearchRequest": "pipeline.search",
+    "SearchResponse": "pipeline.search",
+    "Settings": "pipeline.settings",
+    "TransientError": "pipeline.errors",
+    "build_embedder": "pipeline.embedders.registry",
+    "get_settings": "pipeline.settings",
+    "open_pipeline": "pipeline.facade",
+    "prepare_document": "pipeline.prepare",
+    "register_provider": "pipeline.embedders.registry",
+}
+
+__all__ = [
+    "Chunk",
+    "ChunkingSpec",
+    "Embedder",
+    "EmbeddingConfig",
+    "IndexConfig",
+    "IndexResult",
+    "IngestError",
+    "PermanentError",
+    "Pipeline",
+    "PreparedDocument",
+    "SearchRequest",
+    "SearchResponse",
+    "Settings",
+    "TransientError",
+    "build_embedder",
+    "get_settings",
+    "open_pipeline",
+    "prepare_document",
+    "register_provider",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

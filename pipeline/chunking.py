@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import sub
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pipeline.document import Block, BlockKind, join_blocks
+from pipeline.sentences import first_sentence_start, sentence_cuts
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.tokens import CharLength, LengthFunction, SpanLength, char_length, last_fitting
 
@@ -71,18 +72,6 @@ _SEPARATORS = {
     LINE: re.compile(r"\n\s*"),
     WORD: re.compile(r"\s+"),
 }
-# Sentence punctuation, closing quotes/brackets (group 1), whitespace (group 2); Latin needs
-# the whitespace, CJK does not. (A bare class first lets the regex engine skip ahead fast.)
-_SENTENCE_END = re.compile(r"[.!?…。！？][.!?…。！？]*+([\"'”’»)\]」』）]*+)(\s*+)")
-_CJK_ENDS = frozenset("。！？")
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms mme mlle dr prof sr jr st mt vs cf fig figs eq eqs approx ca no nos vol vols pp "
-    "sec ch al gen col capt lt sgt gov rev hon".split()
-)
-_INITIALS = re.compile(r"[A-Z]|(?:[A-Za-z]\.)+[A-Za-z]")  # "J.", "U.S.", "e.g.", "i.e."
-_NUMBERING = re.compile(r"\d{1,3}(?:\.\d{1,3})*")  # "1." or "4.2." opening a line
-_MAX_ABBREVIATION = 12
-_OPENERS = "(\"'“‘[«"
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +181,7 @@ def _sections(blocks: list[Block], offsets: list[int]) -> list[tuple[int, int, t
 def _boundaries(text: str, lo: int, hi: int, level: int) -> tuple[list[int], list[int]]:
     """Return the piece ends and next piece starts of the cuts at `level` in a stripped span."""
     if level == SENTENCE:
-        cuts = list(_sentence_cuts(text, lo, hi))
+        cuts = list(sentence_cuts(text, lo, hi))
         return [end for end, _ in cuts], [start for _, start in cuts]
     # Whitespace separators lie strictly inside a stripped span; those starting at a newline
     # leave any spaces before it (rare: extractors strip lines) to be trimmed off the piece.
@@ -203,59 +192,10 @@ def _boundaries(text: str, lo: int, hi: int, level: int) -> tuple[list[int], lis
     return ends, [match.end() for match in matches]
 
 
-def _sentence_cuts(text: str, lo: int, hi: int) -> Iterator[tuple[int, int]]:
-    """Yield the `(piece_end, next_start)` of each sentence end inside `[lo, hi)`."""
-    for match in _SENTENCE_END.finditer(text, lo, hi):
-        if match.end() >= hi:
-            return
-        if _ends_sentence(text, lo, match):
-            yield match.start(2), match.end()
-
-
-def _first_sentence_start(text: str, lo: int, hi: int, earliest: int) -> int | None:
-    """Return the first start of a sentence in `[lo, hi)` at or after `earliest`, if any."""
-    search, position = _SENTENCE_END.search, max(lo, earliest - 8)
-    while (match := search(text, position, hi)) is not None:
-        position = match.end()
-        if position >= hi:
-            return None
-        if position >= earliest and _ends_sentence(text, lo, match):
-            return position
-    return None
-
-
 def _first_line_start(text: str, earliest: int, hi: int) -> int | None:
     """Return the first start of a line's text in `[earliest, hi)`, if any."""
     match = _SEPARATORS[LINE].search(text, earliest - 1, hi)
     return match.end() if match and match.end() < hi else None
-
-
-def _ends_sentence(text: str, lo: int, match: re.Match[str]) -> bool:
-    """Tell a sentence end from an abbreviation, initial, list number or "3.14"."""
-    if text[match.start(1) - 1] in _CJK_ENDS:
-        return True
-    period, space, next_start = match.start(), match.start(2), match.end()
-    if space == next_start or text[next_start].islower():
-        return False
-    if space != period + 1 or text[period] != ".":  # "?", "...", closing quote
-        return True
-    before = text[max(lo, period - _MAX_ABBREVIATION - 1) : period]
-    if not before or before[-1].isspace():  # a period after whitespace: ". . ." leaders
-        return False
-    word = before.split()[-1]
-    if len(word) > _MAX_ABBREVIATION:
-        return True
-    word = word.lstrip(_OPENERS)
-    if not word or word.lower() in _ABBREVIATIONS:
-        return False
-    if word[0].isdigit():
-        if not _NUMBERING.fullmatch(word):
-            return True
-        line_start = period - len(word)
-        while line_start > lo and text[line_start - 1] in " \t":
-            line_start -= 1
-        return not (line_start == lo or text[line_start - 1] == "\n")
-    return not ((len(word) == 1 or "." in word) and _INITIALS.fullmatch(word))
 
 
 def _rstrip(text: str, start: int, end: int) -> int:
@@ -406,7 +346,7 @@ class _Splitter:
             if self._in_lines(lo):
                 cut = _first_line_start(self.text, earliest, end)
             else:
-                cut = _first_sentence_start(self.text, lo, end, earliest)
+                cut = first_sentence_start(self.text, lo, end, earliest)
         if cut is None:
             cut = next((starts[i] for i in range(k, first) if levels[i] <= WORD), next_start)
         if cut < next_start and self._overflows(cut, previous_end, budget=self.overlap):

@@ -9,12 +9,21 @@
     {prefix}jobs:finished             hash: jobs finished per terminal status (counters)
     {prefix}version:{index}:{doc}     string: newest version handed out (`pipeline.store.fencing`)
     {prefix}lock:{index}:{doc}        lock: a document's store phase (`pipeline.store.fencing`)
-    docingest:ratelimit:...           embedding rate limiter (`pipeline.embedders.ratelimit`): one
-                                      prefix for all deployments, since a provider's limit
-                                      belongs to its credential, not to a deployment
     {prefix}housekeeping:tick         string with a TTL: who runs the next sweep
+    {prefix}celery:...                the Celery broker's keys (kombu's global key prefix;
+                                      `workers.broker` reads its queue lists)
+    docingest:ratelimit:{scope}:log   zset: the embedding rate limiter's reservations
+    docingest:ratelimit:{scope}:tokens
+                                      string: the sum of their tokens
+                                      (`pipeline.embedders.ratelimit`, `RateLimitKeys`): one
+                                      prefix for all deployments, since a provider's limit
+                                      belongs to its credential, not to a deployment; `{scope}`
+                                      is a Redis Cluster hash tag, so both keys share a slot
 
 Index names cannot contain ":", so a document id after one may contain anything.
+
+The Celery queue and task names live here too, so the API (which sends) and the workers
+(which register and route) cannot disagree.
 """
 
 from __future__ import annotations
@@ -23,11 +32,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 DEFAULT_PREFIX = "docingest:"
+RATE_LIMIT_PREFIX = "docingest:ratelimit:"
+"""Prefix of the rate limiter's keys, shared by every deployment (see the module docstring)."""
 
 INGEST_QUEUE = "docingest.ingest"
 """Celery queue of ingestion tasks."""
 HOUSEKEEPING_QUEUE = "docingest.housekeeping"
 """Celery queue of the periodic sweep, so it never waits behind a backlog of uploads."""
+INGEST_TASK = "docingest.ingest"
+"""Celery task that runs one ingestion job (`workers.tasks`)."""
+HOUSEKEEPING_TASK = "docingest.housekeeping"
+"""Celery task that runs one sweep (`workers.tasks`)."""
 
 
 class JobStatus(StrEnum):
@@ -39,10 +54,14 @@ class JobStatus(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in _TERMINAL
+        """Whether a job in this status is finished for good (until someone retries it)."""
+        return self in TERMINAL_STATUSES
 
 
-_TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED})
+TERMINAL_STATUSES: frozenset[JobStatus] = frozenset(
+    {JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.CANCELLED}
+)
+"""The statuses a job ends in. Members are `str`s, so `"failed" in TERMINAL_STATUSES` holds."""
 
 
 class JobStage(StrEnum):
@@ -86,3 +105,29 @@ class Keys:
     @property
     def housekeeping_tick(self) -> str:
         return f"{self.prefix}housekeeping:tick"
+
+    @property
+    def broker_prefix(self) -> str:
+        """Prefix of every key of the Celery broker, so deployments can share one Redis."""
+        return f"{self.prefix}celery:"
+
+    def document_version(self, index: str, document_id: str) -> str:
+        """The counter of the newest version handed out for a document (fencing)."""
+        return f"{self.prefix}version:{index}:{document_id}"
+
+    def document_lock(self, index: str, document_id: str) -> str:
+        """The lock held while a document's versions are written, published and retired."""
+        return f"{self.prefix}lock:{index}:{document_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitKeys:
+    """The two keys of one rate-limit scope (a provider credential)."""
+
+    prefix: str = RATE_LIMIT_PREFIX
+
+    def log(self, scope: str) -> str:
+        return f"{self.prefix}{{{scope}}}:log"
+
+    def tokens(self, scope: str) -> str:
+        return f"{self.prefix}{{{scope}}}:tokens"

@@ -1,4 +1,5 @@
-"""Which job a log line belongs to, and the JSON log format that shows it.
+"""Which job a log line belongs to, the JSON log format that shows it, and the set-up of
+every docingest process's logging (`configure_logging`).
 
 `bound(job_id=...)` puts fields in a context variable for the rest of a block (and `add` adds
 more, such as the index once the job has been read); `JobContextFilter` copies them onto every
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,6 +21,9 @@ from types import MappingProxyType
 
 FIELDS = ("job_id", "index", "document_id")
 """The context fields, in the order they are written."""
+LOG_HANDLER = "docingest"
+"""Name of the root handler `configure_logging` installs (found again by it)."""
+TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 _NONE: Mapping[str, str] = MappingProxyType({})
 _context: ContextVar[Mapping[str, str]] = ContextVar("docingest_log_context", default=_NONE)
@@ -75,3 +80,21 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
         return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure_logging(level: str, *, log_format: str = "text") -> None:
+    """Log to stderr at `level`, as text or one JSON object a line (`log_format`).
+
+    Calling it again changes the format of the same handler; lines logged inside a job carry
+    its fields (`JobContextFilter`).
+    """
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if h.get_name() == LOG_HANDLER), None)
+    if handler is None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.set_name(LOG_HANDLER)
+        handler.addFilter(JobContextFilter())
+        root.addHandler(handler)
+    json_lines = log_format == "json"
+    handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(TEXT_LOG_FORMAT))
+    root.setLevel(level.upper())

@@ -14,10 +14,13 @@ from pathlib import Path
 from redis import Redis
 
 from pipeline.chunking import ChunkingSpec
-from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache, build_embedder
-from pipeline.errors import StoreNotHere
-from pipeline.jobs.state import REDIS_DOWN, JobStore
+from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
+from pipeline.embedders.registry import build_embedder
+from pipeline.errors import IndexNotFound, StoreNotHere
+from pipeline.jobs.state import JobStore
 from pipeline.keys import Keys
+from pipeline.redis_errors import REDIS_DOWN
+from pipeline.search import SearchRequest, SearchResponse, search
 from pipeline.settings import Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import DocumentFence
@@ -96,6 +99,27 @@ class Services:
             config = self.store.index_config(name)
             assert config is not None, info
         return config
+
+    def next_version(self, index: str, document_id: str) -> int:
+        """Hand out the document's next version, above the store's live one (so versions never
+        go backwards when Redis has lost its counter)."""
+        live = self.store.live_document(index, document_id)
+        return self.fence.next_version(index, document_id, floor=live.version if live else 0)
+
+    def search(self, index: str, request: SearchRequest) -> SearchResponse:
+        """Run `request` against `index` with the embedder its config names."""
+        config = self.store.index_config(index)
+        if config is None:
+            raise IndexNotFound(f"Index '{index}' does not exist.")
+        embedder = self.embedder_for(config.embedding)
+        return search(
+            self.store,
+            index,
+            request,
+            embedder=embedder,
+            query_cache=self.query_cache,
+            config=config,
+        )
 
     def redis_ok(self) -> str | None:
         """Return None if Redis answers, else why not."""

@@ -1,31 +1,19 @@
-"""Shared fixtures: where the sample corpus and the small fixtures live."""
+"""Shared fixtures: the sample corpus, the test Redis and the fake embedding server.
+
+The helpers behind them live in `tests/support/`.
+"""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-TESTS_DIR = Path(__file__).parent
-FIXTURES_DIR = TESTS_DIR / "fixtures"
-
-
-def _find_corpus() -> Path:
-    candidates = [
-        os.environ.get("DOCINGEST_CORPUS_DIR"),
-        TESTS_DIR.parent.parent / "shared" / "corpus",
-        "/work/shared/corpus",
-    ]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "README.md").is_file():
-            return Path(candidate)
-    raise RuntimeError(
-        "The sample corpus was not found; set DOCINGEST_CORPUS_DIR to ../shared/corpus"
-    )
-
-
-CORPUS_DIR = _find_corpus()
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.paths import CORPUS_DIR
+from tests.support.redis_db import TestRedis, private_redis, unique_prefix
+from tests.support.settings import FAKE_DIMENSIONS
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +22,17 @@ def corpus_dir() -> Path:
     return CORPUS_DIR
 
 
-@pytest.fixture(scope="session")
-def fixtures_dir() -> Path:
-    """Small documents copied into the repository."""
-    return FIXTURES_DIR
+@pytest.fixture
+def redis_db(request: pytest.FixtureRequest) -> Iterator[TestRedis]:
+    """A decoding client of the test Redis (DB 15) and a key prefix of this test's own; the
+    prefix's keys are deleted afterwards, and nothing else."""
+    prefix = unique_prefix(request.node.module.__name__.rpartition(".")[2])
+    with private_redis(prefix) as client:
+        yield TestRedis(client, prefix)
+
+
+@pytest.fixture
+def embedding_server() -> Iterator[FakeEmbeddingServer]:
+    """The fake OpenAI-compatible embedding server (real HTTP), `FAKE_DIMENSIONS` wide."""
+    with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as server:
+        yield server

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from celery import Celery
 
-from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
+from pipeline.keys import HOUSEKEEPING_QUEUE, HOUSEKEEPING_TASK, INGEST_QUEUE, INGEST_TASK, Keys
 from pipeline.settings import Settings
 
-INGEST_TASK = "docingest.ingest"
-HOUSEKEEPING_TASK = "docingest.housekeeping"
+__all__ = ["HOUSEKEEPING_TASK", "INGEST_TASK", "broker_prefix", "create_celery_app"]
 
 
 def broker_prefix(settings: Settings) -> str:
     """Prefix of every broker key, so several deployments (or test runs) share one Redis."""
-    return f"{settings.redis_key_prefix}celery:"
+    return Keys(settings.redis_key_prefix).broker_prefix
 
 
 def create_celery_app(settings: Settings) -> Celery:

@@ -11,7 +11,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 
 from pipeline.jobs.runner import RetryJob, run_job
 from pipeline.jobs.sweep import sweep
-from pipeline.keys import INGEST_QUEUE
+from pipeline.keys import HOUSEKEEPING_TASK, INGEST_QUEUE, INGEST_TASK
 from workers import context
 from workers.broker import job_ids_in_broker
 
@@ -19,13 +19,13 @@ log = logging.getLogger(__name__)
 
 
 def register_tasks(app: Celery) -> None:
-    """Register `docingest.ingest` and `docingest.housekeeping` on `app`.
+    """Register the ingest and housekeeping tasks (`pipeline.keys`) on `app`.
 
     Not shared with other apps (Celery's default): each app's tasks are closures over that
     app, and a second app in the process would otherwise be given the first one's.
     """
 
-    @app.task(name="docingest.ingest", bind=True, max_retries=None, shared=False)
+    @app.task(name=INGEST_TASK, bind=True, max_retries=None, shared=False)
     def ingest(self: Task, job_id: str) -> str:
         try:
             return run_job(context.current(), job_id, timeout_errors=(SoftTimeLimitExceeded,))
@@ -33,7 +33,7 @@ def register_tasks(app: Celery) -> None:
             log.warning("job %s: %s", job_id, retry)
             raise self.retry(countdown=retry.countdown, exc=retry) from retry
 
-    @app.task(name="docingest.housekeeping", shared=False)
+    @app.task(name=HOUSEKEEPING_TASK, shared=False)
     def housekeeping() -> dict[str, Any]:
         def enqueue(job_id: str) -> None:
             ingest.apply_async(args=[job_id], queue=INGEST_QUEUE)

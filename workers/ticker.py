@@ -13,9 +13,8 @@ import threading
 from celery import Celery
 from redis.exceptions import RedisError
 
-from pipeline.keys import HOUSEKEEPING_QUEUE
+from pipeline.keys import HOUSEKEEPING_QUEUE, HOUSEKEEPING_TASK
 from pipeline.services import Services
-from workers.app import HOUSEKEEPING_TASK
 
 log = logging.getLogger(__name__)
 

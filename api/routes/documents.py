@@ -10,15 +10,15 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import PrincipalDep, ServicesDep, StateDep, StoreDep
+from api.deps import AuthorizedIndex, ServicesDep, StateDep, StoreDep
 from api.enqueue import enqueue
 from api.upload import receive_upload
 from pipeline import metrics
 from pipeline.errors import DocumentNotFound, EmptyDocument, InvalidUpload
-from pipeline.jobs.state import JobSpec
+from pipeline.jobs.job import JobSpec
 from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
-from pipeline.store import StoredDocument, validate_index_name
+from pipeline.store import StoredDocument
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
 
 router = APIRouter(prefix="/v1/indexes/{index}/documents", tags=["documents"])
@@ -89,11 +89,9 @@ def _flag(raw: str | None) -> bool:
     responses={413: {"description": "Upload too large"}, 400: {"description": "Bad upload"}},
 )
 async def upload_document(
-    index: str, request: Request, state: StateDep, principal: PrincipalDep
+    index: AuthorizedIndex, request: Request, state: StateDep
 ) -> UploadAccepted:
     """Stage the upload, record a queued job and return at once; a worker does the rest."""
-    validate_index_name(index)
-    principal.check(index)
     services = state.services
     settings = services.settings
     job_id = uuid.uuid4().hex
@@ -138,42 +136,31 @@ async def upload_document(
 
 
 @router.get("", response_model=DocumentList)
-def list_documents(index: str, store: StoreDep, principal: PrincipalDep) -> DocumentList:
-    validate_index_name(index)
-    principal.check(index)
+def list_documents(index: AuthorizedIndex, store: StoreDep) -> DocumentList:
     return DocumentList(documents=store.list_documents(index))
 
 
 @router.get("/{document_id:path}", response_model=StoredDocument)
-def get_document(
-    index: str, document_id: str, store: StoreDep, principal: PrincipalDep
-) -> StoredDocument:
-    validate_index_name(index)
-    principal.check(index)
+def get_document(index: AuthorizedIndex, document_id: str, store: StoreDep) -> StoredDocument:
     return store.get_document(index, document_id)
 
 
 @router.delete("/{document_id:path}", status_code=204)
-def delete_document(
-    index: str, document_id: str, services: ServicesDep, principal: PrincipalDep
-) -> Response:
+def delete_document(index: AuthorizedIndex, document_id: str, services: ServicesDep) -> Response:
     """Remove the document's chunks (every version).
 
     A job still storing an older upload of it is superseded first (its version is no longer
     the newest), so it cannot bring the document back after the delete.
     """
-    validate_index_name(index)
-    principal.check(index)
-    store, fence = services.store, services.fence
-    with fence.lock(
+    store = services.store
+    with services.fence.lock(
         index,
         document_id,
         timeout=KEEP_ALIVE_TIMEOUT,
         blocking_timeout=DELETE_LOCK_WAIT_SECONDS,
         keep_alive=True,
     ):
-        live = store.live_document(index, document_id)
-        fence.next_version(index, document_id, floor=live.version if live else 0)
+        services.next_version(index, document_id)  # supersedes any attempt still storing
         if not store.delete_document(index, document_id):
             raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
     return Response(status_code=204)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import PrincipalDep, ServicesDep, StoreDep
+from api.deps import AuthorizedIndex, PrincipalDep, ServicesDep, StoreDep
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import IndexNotFound
-from pipeline.store import IndexConfig, IndexInfo, validate_index_name
+from pipeline.store import IndexConfig, IndexInfo
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"])
 
@@ -30,15 +30,12 @@ class IndexList(BaseModel):
 
 @router.put("/{index}", response_model=IndexInfo, status_code=201)
 def create_index(
-    index: str,
+    index: AuthorizedIndex,
     services: ServicesDep,
-    principal: PrincipalDep,
     response: Response,
     body: IndexCreate | None = None,
 ) -> IndexInfo:
     """Create `index` (201), or confirm it exists with the same settings (200); else 409."""
-    validate_index_name(index)
-    principal.check(index)
     body = body or IndexCreate()
     defaults = services.default_index_config()
     embedding = services.resolve_embedding(body.embedding) if body.embedding else None
@@ -59,9 +56,7 @@ def list_indexes(store: StoreDep, principal: PrincipalDep) -> IndexList:
 
 
 @router.get("/{index}", response_model=IndexInfo)
-def get_index(index: str, store: StoreDep, principal: PrincipalDep) -> IndexInfo:
-    validate_index_name(index)
-    principal.check(index)
+def get_index(index: AuthorizedIndex, store: StoreDep) -> IndexInfo:
     info = store.get_index(index)
     if info is None:
         raise IndexNotFound(f"Index '{index}' does not exist.")
@@ -69,10 +64,8 @@ def get_index(index: str, store: StoreDep, principal: PrincipalDep) -> IndexInfo
 
 
 @router.delete("/{index}", status_code=204)
-def delete_index(index: str, store: StoreDep, principal: PrincipalDep) -> Response:
+def delete_index(index: AuthorizedIndex, store: StoreDep) -> Response:
     """Remove the index and all its vectors."""
-    validate_index_name(index)
-    principal.check(index)
     if not store.delete_index(index):
         raise IndexNotFound(f"Index '{index}' does not exist.")
     return Response(status_code=204)

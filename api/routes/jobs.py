@@ -5,12 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from api.deps import CeleryDep, JobsDep, PrincipalDep, ServicesDep
+from api.deps import CeleryDep, JobsDep, PrincipalDep, ServicesDep, authorize_index
 from api.enqueue import enqueue
 from pipeline.errors import Forbidden, JobStateConflict
-from pipeline.jobs.state import Job
+from pipeline.jobs.job import Job
 from pipeline.keys import JobStatus
-from pipeline.store import validate_index_name
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -42,8 +41,7 @@ def list_jobs(
 ) -> JobList:
     """Recent jobs, newest first."""
     if index is not None:
-        validate_index_name(index)
-        principal.check(index)
+        authorize_index(index, principal)  # optional here, so not `AuthorizedIndex`
         return JobList(jobs=jobs.recent(index=index, status=status, limit=limit))
     if principal.indexes is None:
         return JobList(jobs=jobs.recent(status=status, limit=limit))

@@ -4,54 +4,31 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from api.deps import PrincipalDep, ServicesDep
-from pipeline.errors import IndexNotFound
-from pipeline.search import SearchMode, SearchRequest, SearchResponse, search
-from pipeline.store import validate_index_name
+from api.deps import AuthorizedIndex, ServicesDep
+from pipeline.search import SearchMode, SearchRequest, SearchResponse
 
 router = APIRouter(prefix="/v1/indexes/{index}/search", tags=["search"])
 
 
-def _run(services: ServicesDep, index: str, request: SearchRequest) -> SearchResponse:
-    store = services.store
-    config = store.index_config(index)
-    if config is None:
-        raise IndexNotFound(f"Index '{index}' does not exist.")
-    embedder = services.embedder_for(config.embedding)
-    return search(
-        store,
-        index,
-        request,
-        embedder=embedder,
-        query_cache=services.query_cache,
-        config=config,
-    )
-
-
 @router.post("", response_model=SearchResponse)
 def search_post(
-    index: str, body: SearchRequest, services: ServicesDep, principal: PrincipalDep
+    index: AuthorizedIndex, body: SearchRequest, services: ServicesDep
 ) -> SearchResponse:
     """Rank the index's chunks for `query`; scores are similarities, higher is better."""
-    validate_index_name(index)
-    principal.check(index)
-    return _run(services, index, body)
+    return services.search(index, body)
 
 
 @router.get("", response_model=SearchResponse)
 def search_get(
-    index: str,
+    index: AuthorizedIndex,
     services: ServicesDep,
-    principal: PrincipalDep,
     q: str = Query(min_length=1, max_length=10_000),
     top_k: int = Query(default=5, ge=1, le=100),
     mode: SearchMode = "hybrid",
     max_chunks_per_document: int | None = Query(default=None, ge=1),
 ) -> SearchResponse:
     """The same search, for quick use from a browser."""
-    validate_index_name(index)
-    principal.check(index)
     request = SearchRequest(
         query=q, top_k=top_k, mode=mode, max_chunks_per_document=max_chunks_per_document
     )
-    return _run(services, index, request)
+    return services.search(index, request)

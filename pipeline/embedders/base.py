@@ -1,4 +1,5 @@
-"""One interface for every embedding provider, a query cache, and the provider factory.
+"""One interface for every embedding provider, and a query cache (the providers by name are
+in `pipeline.embedders.registry`).
 
 An index remembers its `EmbeddingConfig`; documents and queries of that index are always
 embedded by the embedder built from it. Every vector an `Embedder` returns is unit-length
@@ -11,15 +12,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.settings import Settings
-
-if TYPE_CHECKING:
-    from redis import Redis
 
 ProgressCallback = Callable[[int], None]
 """Called after each finished batch with the number of inputs embedded so far (monotonic)."""
@@ -140,20 +138,3 @@ def check_embedder_matches(index: str, wanted: EmbeddingConfig, embedder: Embedd
             f"({wanted.dimensions}); the embedder given is {embedder.provider}/{embedder.model} "
             f"({embedder.dimensions})"
         )
-
-
-def build_embedder(
-    config: EmbeddingConfig, *, settings: Settings, redis: Redis | None = None
-) -> Embedder:
-    """Build the embedder for `config`; `redis` enables the shared rate limiter."""
-    if config.provider == "local":
-        from pipeline.embedders.local import LocalEmbedder
-
-        return LocalEmbedder.load(
-            model=config.model, dimensions=config.dimensions, threads=settings.local_model_threads
-        )
-    from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
-
-    return OpenAICompatibleEmbedder.from_settings(
-        model=config.model, dimensions=config.dimensions, settings=settings, redis=redis
-    )

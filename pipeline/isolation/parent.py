@@ -20,15 +20,15 @@ fork, and sends `{"cpu_seconds": n}`; the wall-clock deadline here grows with it
 
 A subprocess of our own rather than multiprocessing: it works the same under Celery's prefork
 children (whose daemonic processes may not start multiprocessing children), thread pools and
-any main module, and results come back as JSON lines, never as pickles a compromised parser
-could forge. A fork of the warm server costs milliseconds; a fresh interpreter per upload
-cost about 1.4 s of imports, which capped small uploads at ~0.4 jobs/s (BENCHMARKS.md).
+any main module, and results come back as JSON lines (`pipeline.isolation.wire`), never as
+pickles a compromised parser could forge. A fork of the warm server costs milliseconds; a
+fresh interpreter per upload cost about 1.4 s of imports, which capped small uploads at
+~0.4 jobs/s (BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import queue
@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pipeline.chunking import Chunk, ChunkingSpec
 from pipeline.document import PageReporter
@@ -52,7 +52,21 @@ from pipeline.errors import (
     IngestError,
     PermanentError,
 )
+from pipeline.isolation.wire import (
+    CpuGranted,
+    Done,
+    Exited,
+    Failed,
+    Page,
+    ParseRequest,
+    Stage,
+    Started,
+    decode,
+)
 from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.prepare import Prepared
 
 log = logging.getLogger(__name__)
 
@@ -164,9 +178,9 @@ class _Server:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def send(self, request: dict[str, Any]) -> None:
+    def send(self, request: ParseRequest) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write((json.dumps(request) + "\n").encode())
+        self.process.stdin.write(request.to_line())
         self.process.stdin.flush()
 
     def close(self) -> None:
@@ -228,16 +242,16 @@ def prepare_isolated(
     """`prepare_document` of the file at `path`, run in a limited child process."""
     limits = limits or Limits.from_settings(settings, size_bytes=path.stat().st_size)
     chunking = chunking or ChunkingSpec.from_settings(settings)
-    request = {
-        "path": str(path),
-        "filename": filename,
-        "content_type": content_type,
-        "chunking": chunking.model_dump(mode="json"),
-        "settings": settings.model_dump(mode="json", include=set(CHILD_SETTINGS)),
-        "memory_bytes": limits.memory_bytes,
-        "cpu_seconds": limits.cpu_seconds,
-        "max_cpu_seconds": limits.max_cpu_seconds or limits.cpu_seconds,
-    }
+    request = ParseRequest(
+        path=str(path),
+        filename=filename,
+        content_type=content_type,
+        chunking=chunking.model_dump(mode="json"),
+        settings=settings.model_dump(mode="json", include=set(CHILD_SETTINGS)),
+        memory_bytes=limits.memory_bytes,
+        cpu_seconds=limits.cpu_seconds,
+        max_cpu_seconds=limits.max_cpu_seconds or limits.cpu_seconds,
+    )
     server = _POOL.take()
     try:
         server.send(request)
@@ -249,6 +263,16 @@ def prepare_isolated(
     if isinstance(outcome, IngestError):
         raise outcome
     return outcome
+
+
+def prepare_file(path: Path, *, filename: str, settings: Settings, **options: Any) -> Prepared:
+    """`prepare_document` of the file at `path`: in a limited child process, or in this one
+    when `settings.isolate_extraction` is off (tests and trusted input only)."""
+    if settings.isolate_extraction:
+        return prepare_isolated(path, filename=filename, settings=settings, **options)
+    from pipeline.prepare import prepare_document  # the parsers load here only when used
+
+    return prepare_document(path.read_bytes(), filename=filename, settings=settings, **options)
 
 
 def _follow(
@@ -282,29 +306,26 @@ def _follow(
         if line is None:  # the server itself died
             server.process.wait(10)
             raise _death(None, limits, "".join(server.stderr_tail))
-        message = json.loads(line)
-        if "pid" in message:
-            grandchild = int(message["pid"])
-        elif "stage" in message and on_stage is not None:
-            on_stage(str(message["stage"]))
-        elif "page" in message and on_page is not None:
-            done, total = message["page"]
-            on_page(int(done), int(total))
-        elif "cpu_seconds" in message:  # the child granted itself CPU time to OCR a page
-            limits = limits.granted(int(message["cpu_seconds"]))
-            if deadline != float("inf"):
-                deadline = max(deadline, started + limits.wall_seconds)
-        elif "done" in message:
-            outcome = _prepared(message["done"])
-        elif "error" in message:
-            outcome = _rebuild(message["error"])
-        elif "exit" in message:
-            if outcome is None:
-                peak = int(message.get("peak_rss_bytes", 0))
-                outcome = _death(
-                    int(message["exit"]), limits, "".join(server.stderr_tail), peak_rss=peak
-                )
-            return outcome
+        match decode(line):
+            case Started(pid):
+                grandchild = pid
+            case Stage(name) if on_stage is not None:
+                on_stage(name)
+            case Page(done, total) if on_page is not None:
+                on_page(done, total)
+            case CpuGranted(cpu_seconds):  # the child granted itself CPU time to OCR a page
+                limits = limits.granted(cpu_seconds)
+                if deadline != float("inf"):
+                    deadline = max(deadline, started + limits.wall_seconds)
+            case Done(metadata, chunks):
+                outcome = PreparedChunks(chunks=chunks, metadata=metadata)
+            case Failed() as failed:
+                outcome = _rebuild(failed)
+            case Exited(code, peak_rss_bytes):
+                if outcome is None:
+                    stderr = "".join(server.stderr_tail)
+                    outcome = _death(code, limits, stderr, peak_rss=peak_rss_bytes)
+                return outcome
 
 
 def _kill(pid: int) -> None:
@@ -320,22 +341,6 @@ def _pump(stream: IO[bytes], put: Callable[[Any], None], end: bool = True) -> No
         put(raw.decode("utf-8", errors="replace"))
     if end:
         put(None)
-
-
-def _prepared(done: dict[str, Any]) -> PreparedChunks:
-    chunks = [
-        Chunk(
-            index=int(index),
-            text=str(text),
-            start=int(start),
-            end=int(end),
-            page_start=page_start,
-            page_end=page_end,
-            headings=tuple(str(h) for h in headings),
-        )
-        for index, text, start, end, page_start, page_end, headings in done["chunks"]
-    ]
-    return PreparedChunks(chunks=chunks, metadata=dict(done["metadata"]))
 
 
 def _death(
@@ -366,9 +371,9 @@ def _death(
     )
 
 
-def _rebuild(error: dict[str, Any]) -> IngestError:
+def _rebuild(error: Failed) -> IngestError:
     """The child's error as our exception (only permanent errors; anything else is corrupt)."""
-    name, message = str(error.get("class")), str(error.get("message"))[:1000]
+    name, message = error.class_name, error.message
     for cls in _subclasses(PermanentError):
         if cls.__name__ == name:
             rebuilt = cls.__new__(cls)

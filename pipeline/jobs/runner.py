@@ -15,7 +15,6 @@ import random
 import threading
 import time
 from dataclasses import asdict
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -28,17 +27,18 @@ from pipeline.errors import (
     ProviderRateLimited,
     TransientError,
 )
-from pipeline.indexing import IndexResult, index_document
-from pipeline.isolation.parent import prepare_isolated
-from pipeline.jobs.state import REDIS_DOWN, JobStore, JobWork, stage_progress
+from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
+from pipeline.isolation.parent import prepare_file
+from pipeline.jobs.job import JobWork
+from pipeline.jobs.state import JobStore, stage_progress
 from pipeline.keys import JobStage
-from pipeline.prepare import Prepared, prepare_document
+from pipeline.redis_errors import map_redis_errors
 from pipeline.services import Services
 
 log = logging.getLogger(__name__)
 
 
-class RetryJob(Exception):  # noqa: N818 - an instruction to the task, not an error
+class RetryJob(Exception):  # not named ...Error: an instruction to the task, not an error
     """The job met a transient error and was re-queued: run it again after `countdown` s."""
 
     def __init__(self, countdown: float, cause: TransientError) -> None:
@@ -47,7 +47,7 @@ class RetryJob(Exception):  # noqa: N818 - an instruction to the task, not an er
         self.cause = cause
 
 
-class LostJob(Exception):  # noqa: N818
+class LostJob(Exception):
     """This attempt no longer owns the job (re-queued by the sweep, or finished elsewhere)."""
 
 
@@ -143,17 +143,7 @@ def _run_job(
         except TransientError as exc:
             if beat.lost:
                 return _lost(job_id)
-            if attempt >= settings.job_max_attempts:
-                message = f"{exc.message} (gave up after {attempt} attempts)"
-                return _fail(jobs, job_id, attempt, {"code": exc.code, "message": message})
-            jobs.requeue(job_id, attempt=attempt, note=exc.to_dict())
-            delay = retry_delay(
-                attempt,
-                exc,
-                base=settings.job_retry_base_seconds,
-                cap=settings.job_retry_max_seconds,
-            )
-            raise RetryJob(delay, exc) from exc
+            return _requeue_or_fail(services, job_id, attempt, exc)
         except timeout_errors:
             limit = settings.task_soft_time_limit_seconds
             message = f"The job ran past its {limit} s time limit."
@@ -171,6 +161,19 @@ def _run_job(
     metrics.JOB_SECONDS.observe(time.perf_counter() - started)
     services.staged_path(work.staged_name).unlink(missing_ok=True)
     return "completed"
+
+
+def _requeue_or_fail(services: Services, job_id: str, attempt: int, exc: TransientError) -> str:
+    """Fail the job once its attempts are spent; else re-queue it and raise `RetryJob`."""
+    settings = services.settings
+    if attempt >= settings.job_max_attempts:
+        message = f"{exc.message} (gave up after {attempt} attempts)"
+        return _fail(services.jobs, job_id, attempt, {"code": exc.code, "message": message})
+    services.jobs.requeue(job_id, attempt=attempt, note=exc.to_dict())
+    delay = retry_delay(
+        attempt, exc, base=settings.job_retry_base_seconds, cap=settings.job_retry_max_seconds
+    )
+    raise RetryJob(delay, exc) from exc
 
 
 def _fail(jobs: JobStore, job_id: str, attempt: int, error: dict[str, str]) -> str:
@@ -251,8 +254,7 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
             return False
 
     config = services.ensure_index(job.index)
-    prepare = prepare_isolated if services.settings.isolate_extraction else prepare_in_process
-    prepared = prepare(
+    prepared = prepare_file(
         path,
         filename=job.filename,
         settings=services.settings,
@@ -264,29 +266,22 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
     if should_cancel():
         raise Cancelled()
     embedder = services.embedder_for(config.embedding)
-    version = work.version
-    if version is None:
-        live = services.store.live_document(job.index, job.document_id)
-        floor = live.version if live is not None else 0
-        version = services.fence.next_version(job.index, job.document_id, floor=floor)
-        if not jobs.set_version(job.job_id, attempt, version):
-            raise LostJob()
-    try:
+    request = IndexRequest(
+        prepared,
+        index=job.index,
+        document_id=job.document_id,
+        version=_version(services, work, attempt),
+        user_metadata=dict(job.metadata),
+        force=job.force,
+    )
+    with map_redis_errors():  # the fence's Redis calls, which the store phase makes
         result = index_document(
-            prepared,
-            index=job.index,
-            document_id=job.document_id,
-            version=version,
-            user_metadata=dict(job.metadata),
+            request,
             store=services.store,
             embedder=embedder,
             fence=services.fence,
-            force=job.force,
-            on_progress=report.chunks,
-            should_cancel=should_cancel,
+            hooks=IndexHooks(on_progress=report.chunks, should_cancel=should_cancel),
         )
-    except REDIS_DOWN as exc:
-        raise DependencyUnavailable(f"Redis is unavailable: {exc}") from exc
     report.finish_stage()
     report.update(
         chunks_total=result.chunks, chunks_embedded=result.chunks, chunks_done=result.chunks
@@ -294,6 +289,12 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
     return result
 
 
-def prepare_in_process(path: Path, **options: Any) -> Prepared:
-    """`prepare_document` in this process (isolation off: tests and trusted input only)."""
-    return prepare_document(path.read_bytes(), **options)
+def _version(services: Services, work: JobWork, attempt: int) -> int:
+    """The document version this job writes: allocated by its first attempt, then kept."""
+    if work.version is not None:
+        return work.version
+    job = work.job
+    version = services.next_version(job.index, job.document_id)
+    if not services.jobs.set_version(job.job_id, attempt, version):
+        raise LostJob()
+    return version

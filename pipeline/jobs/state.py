@@ -18,22 +18,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
-from pipeline.errors import DependencyUnavailable, JobNotFound, JobStateConflict
+from pipeline.errors import JobNotFound, JobStateConflict
+from pipeline.jobs.job import Claim, Job, JobSpec, JobWork, job_from_hash, work_from_hash
 from pipeline.jobs.scripts import CANCEL, CLAIM, FINISH, REQUEUE, RETRY, UPDATE
 from pipeline.keys import JobStage, JobStatus, Keys
+from pipeline.redis_errors import map_redis_errors
 
 if TYPE_CHECKING:
     from redis import Redis
-
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
 
 STAGE_SPANS: dict[JobStage, tuple[float, float]] = {
     JobStage.DETECTING: (0.0, 0.02),
@@ -45,123 +39,11 @@ STAGE_SPANS: dict[JobStage, tuple[float, float]] = {
 """Share of the overall progress each stage covers (embedding dominates real jobs)."""
 
 
-class Job(BaseModel):
-    """A job as the API shows it (the contract's Job, plus a few extensions)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    job_id: str
-    index: str
-    document_id: str
-    filename: str
-    status: JobStatus
-    stage: JobStage | None
-    progress: float
-    pages_total: int | None
-    pages_done: int
-    chunks_total: int | None
-    chunks_done: int
-    """Chunks embedded and stored."""
-    chunks_embedded: int
-    """Chunks with a vector (embedded now or reused), stored or not yet."""
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    heartbeat_at: str | None
-    attempts: int
-    result: dict[str, Any] | None
-    error: dict[str, str] | None
-    size_bytes: int
-    content_sha256: str | None
-    metadata: dict[str, Any]
-    force: bool
-
-
-@dataclass(frozen=True, slots=True)
-class JobSpec:
-    """What the API records for a new upload."""
-
-    job_id: str
-    index: str
-    document_id: str
-    filename: str
-    staged_name: str
-    """The staged upload's file name inside the staging directory (never the client's)."""
-    size_bytes: int
-    content_sha256: str | None
-    content_type: str | None
-    metadata: Mapping[str, Any]
-    force: bool
-
-
-@dataclass(frozen=True, slots=True)
-class JobWork:
-    """What a worker needs to run a job (the parts of the hash the API does not show)."""
-
-    job: Job
-    staged_name: str
-    content_type: str | None
-    version: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """The outcome of claiming a job: `claimed` with an attempt number, or why not."""
-
-    outcome: str
-    """claimed | missing | finished | busy | cancelled | exhausted"""
-    attempt: int
-
-
 def stage_progress(stage: JobStage, done: int = 0, total: int = 1) -> float:
     """Overall progress for `done` of `total` units through `stage`."""
     low, high = STAGE_SPANS[stage]
     fraction = min(max(done / total, 0.0), 1.0) if total > 0 else 1.0
     return round(low + (high - low) * fraction, 4)
-
-
-def _rfc3339(value: str | None) -> str | None:
-    if not value:
-        return None
-    moment = datetime.fromtimestamp(float(value), tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _int(value: str | None) -> int | None:
-    return int(value) if value else None
-
-
-def _json(value: str | None) -> Any:
-    return None if not value else json.loads(value)
-
-
-def job_from_hash(raw: Mapping[str, str]) -> Job:
-    """Build a `Job` from its Redis hash."""
-    return Job(
-        job_id=raw["job_id"],
-        index=raw["index"],
-        document_id=raw["document_id"],
-        filename=raw["filename"],
-        status=JobStatus(raw["status"]),
-        stage=JobStage(raw["stage"]) if raw.get("stage") else None,
-        progress=float(raw.get("progress") or 0.0),
-        pages_total=_int(raw.get("pages_total")),
-        pages_done=_int(raw.get("pages_done")) or 0,
-        chunks_total=_int(raw.get("chunks_total")),
-        chunks_done=_int(raw.get("chunks_done")) or 0,
-        chunks_embedded=_int(raw.get("chunks_embedded")) or 0,
-        created_at=_rfc3339(raw["created_at"]) or "",
-        started_at=_rfc3339(raw.get("started_at")),
-        finished_at=_rfc3339(raw.get("finished_at")),
-        heartbeat_at=_rfc3339(raw.get("heartbeat_at")),
-        attempts=_int(raw.get("attempts")) or 0,
-        result=_json(raw.get("result")),
-        error=_json(raw.get("error")),
-        size_bytes=_int(raw.get("size_bytes")) or 0,
-        content_sha256=raw.get("content_sha256") or None,
-        metadata=_json(raw.get("metadata")) or {},
-        force=raw.get("force") == "1",
-    )
 
 
 class JobStore:
@@ -184,7 +66,7 @@ class JobStore:
     def create(self, spec: JobSpec) -> Job:
         """Record a new `queued` job."""
         keys = self.keys
-        try:
+        with map_redis_errors():
             now = self._now()
             fields = {
                 "job_id": spec.job_id,
@@ -214,8 +96,6 @@ class JobStore:
                 pipe.zadd(keys.index_jobs(spec.index), {spec.job_id: now})
                 pipe.zadd(keys.queued, {spec.job_id: now})
                 pipe.execute()
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
         return job_from_hash(fields)
 
     def get(self, job_id: str) -> Job:
@@ -224,13 +104,7 @@ class JobStore:
 
     def work(self, job_id: str) -> JobWork:
         """Return the job with what a worker needs to run it."""
-        raw = self._raw(job_id)
-        return JobWork(
-            job=job_from_hash(raw),
-            staged_name=raw["staged_name"],
-            content_type=raw.get("content_type") or None,
-            version=_int(raw.get("version")),
-        )
+        return work_from_hash(self._raw(job_id))
 
     def recent(
         self, *, index: str | None = None, status: JobStatus | None = None, limit: int = 50
@@ -239,7 +113,7 @@ class JobStore:
         key = self.keys.index_jobs(index) if index else self.keys.jobs
         found: list[Job] = []
         start, page = 0, max(limit, 100)
-        try:
+        with map_redis_errors():
             while len(found) < limit:
                 ids: list[str] = self._redis.zrevrange(key, start, start + page - 1)  # type: ignore[assignment]
                 if not ids:
@@ -257,8 +131,6 @@ class JobStore:
                 for raw in raws:
                     if raw and (status is None or raw["status"] == status.value):
                         found.append(job_from_hash(raw))
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
         return found[:limit]
 
     def cancel(self, job_id: str) -> Job:
@@ -289,22 +161,19 @@ class JobStore:
     def mark_unqueueable(self, job_id: str, error: Mapping[str, str]) -> None:
         """Fail a job that could not be handed to the queue at all (the API answers 503)."""
         keys = self.keys
-        try:
-            with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hset(
-                    keys.job(job_id),
-                    mapping={
-                        "status": JobStatus.FAILED.value,
-                        "finished_at": repr(self._now()),
-                        "error": json.dumps(dict(error)),
-                    },
-                )
-                pipe.zrem(keys.queued, job_id)
-                pipe.hincrby(keys.finished, JobStatus.FAILED.value, 1)
-                pipe.expire(keys.job(job_id), self.ttl_seconds)
-                pipe.execute()
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
+        with map_redis_errors(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(
+                keys.job(job_id),
+                mapping={
+                    "status": JobStatus.FAILED.value,
+                    "finished_at": repr(self._now()),
+                    "error": json.dumps(dict(error)),
+                },
+            )
+            pipe.zrem(keys.queued, job_id)
+            pipe.hincrby(keys.finished, JobStatus.FAILED.value, 1)
+            pipe.expire(keys.job(job_id), self.ttl_seconds)
+            pipe.execute()
 
     # --- the worker side ----------------------------------------------------------------
 
@@ -468,17 +337,9 @@ class JobStore:
         return seconds + micros / 1_000_000
 
     def _call(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        try:
+        with map_redis_errors():
             return script(keys=keys, args=args)
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
 
     def _call_plain(self, read: Any) -> Any:
-        try:
+        with map_redis_errors():
             return read()
-        except REDIS_DOWN as exc:
-            raise _unavailable(exc) from exc
-
-
-def _unavailable(exc: Exception) -> DependencyUnavailable:
-    return DependencyUnavailable(f"Redis is unavailable: {exc}")

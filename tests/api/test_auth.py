@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from tests.api.support import api_client, documented_endpoints, is_contract_error, upload
-from tests.embedding_server import FakeEmbeddingServer
-from tests.jobs_support import FAKE_DIMENSIONS, private_redis, service_settings, unique_prefix
+from tests.support.api_app import api_client, documented_endpoints, is_contract_error, upload
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.redis_db import private_redis, unique_prefix
+from tests.support.settings import FAKE_DIMENSIONS, service_settings
 
 KEY_A = f"key-a-{uuid.uuid4().hex}"
 KEY_B = f"key-b-{uuid.uuid4().hex}"

@@ -11,9 +11,10 @@ import pytest
 from redis import Redis
 
 from pipeline.settings import Settings
-from tests.api.support import api_client, documented_endpoints, is_contract_error, upload
-from tests.embedding_server import FakeEmbeddingServer
-from tests.jobs_support import FAKE_DIMENSIONS, private_redis, service_settings, unique_prefix
+from tests.support.api_app import api_client, documented_endpoints, is_contract_error, upload
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.redis_db import private_redis, unique_prefix
+from tests.support.settings import FAKE_DIMENSIONS, service_settings
 
 MAX_UPLOAD = 4096
 

@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from pipeline.keys import TERMINAL_STATUSES
 from pipeline.services import Services
-from tests.api.support import api_client, upload
-from tests.embedding_server import FakeEmbeddingServer
-from tests.jobs_support import private_redis, service_settings, unique_prefix, wait_until
+from tests.support.api_app import api_client, upload
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.redis_db import TestRedis
+from tests.support.settings import service_settings
+from tests.support.waiting import wait_until
 from workers import context
 from workers.app import create_celery_app
 from workers.embedded import EmbeddedWorker
@@ -40,37 +41,32 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeEmbeddingServer]:
-    with FakeEmbeddingServer(dimensions=32) as server:
-        yield server
+def test_one_ingestion_moves_the_metrics(
+    tmp_path: Path, embedding_server: FakeEmbeddingServer, redis_db: TestRedis
+) -> None:
+    prefix = redis_db.prefix
+    settings = service_settings(tmp_path, prefix, embedding_server)
+    services = Services(settings, owns_store=True)
+    celery = create_celery_app(settings)
+    context.install(services)
+    worker = EmbeddedWorker(celery, concurrency=1, hostname=f"metrics-{prefix}@%h")
+    worker.start()
+    try:
+        with api_client(settings, services=services, celery=celery) as client:
+            before = scrape(client)
+            accepted = upload(client, "metrics", DOC).raise_for_status().json()
 
+            def finished() -> bool:
+                job = client.get(accepted["status_url"]).raise_for_status().json()
+                return job["status"] in TERMINAL_STATUSES
 
-def test_one_ingestion_moves_the_metrics(tmp_path: Path, fake: FakeEmbeddingServer) -> None:
-    prefix = unique_prefix("metrics")
-    settings = service_settings(tmp_path, prefix, fake)
-    with private_redis(prefix):
-        services = Services(settings, owns_store=True)
-        celery = create_celery_app(settings)
-        context.install(services)
-        worker = EmbeddedWorker(celery, concurrency=1, hostname=f"metrics-{prefix}@%h")
-        worker.start()
-        try:
-            with api_client(settings, services=services, celery=celery) as client:
-                before = scrape(client)
-                accepted = upload(client, "metrics", DOC).raise_for_status().json()
-
-                def finished() -> bool:
-                    job = client.get(accepted["status_url"]).raise_for_status().json()
-                    return job["status"] in ("completed", "failed", "cancelled")
-
-                wait_until(finished, what="the job to finish")
-                assert client.get(accepted["status_url"]).json()["status"] == "completed"
-                after = scrape(client)
-        finally:
-            worker.stop(timeout=30)
-            context.forget()
-            services.close()
+            wait_until(finished, what="the job to finish")
+            assert client.get(accepted["status_url"]).json()["status"] == "completed"
+            after = scrape(client)
+    finally:
+        worker.stop(timeout=30)
+        context.forget()
+        services.close()
 
     def moved(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
@@ -88,11 +84,10 @@ def test_one_ingestion_moves_the_metrics(tmp_path: Path, fake: FakeEmbeddingServ
 
 
 def test_a_job_no_worker_picks_up_shows_in_the_queue(
-    tmp_path: Path, fake: FakeEmbeddingServer
+    tmp_path: Path, embedding_server: FakeEmbeddingServer, redis_db: TestRedis
 ) -> None:
-    prefix = unique_prefix("metrics-idle")
-    settings = service_settings(tmp_path, prefix, fake)
-    with private_redis(prefix), api_client(settings) as client:
+    settings = service_settings(tmp_path, redis_db.prefix, embedding_server)
+    with api_client(settings) as client:
         idle = scrape(client)
         assert value(idle, "docingest_queue_depth") == 0
         assert upload(client, "metrics", DOC).status_code == 202

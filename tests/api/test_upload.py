@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from api.upload import display_filename, receive_upload
 from pipeline.errors import IngestError, UploadTooLarge
-from tests.servers import serve_app
+from tests.support.uvicorn_server import serve_app
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 BOUNDARY = "docingest-test-7MA4YWxkTrZu0gW"

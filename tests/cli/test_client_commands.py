@@ -15,7 +15,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service import DOCINGEST, Process, ServiceEnv, free_port, running_serve, start
+from tests.support.docingest_service import (
+    DOCINGEST,
+    Process,
+    ServiceEnv,
+    free_port,
+    running_serve,
+    start,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL_EXAMPLES = (

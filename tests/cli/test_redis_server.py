@@ -132,6 +132,7 @@ def test_a_password_from_the_url_is_required_and_never_shown(tmp_path: Path) -> 
             with ensure_redis(wrong, data_dir=tmp_path / "wrong"):
                 pass
         assert "wrong-secret" not in str(caught.value)
+    assert handle.log_path is not None
     assert password not in handle.log_path.read_text()
 
 

@@ -17,17 +17,17 @@ import yaml
 
 from docingest.cli import build_parser
 from pipeline.settings import Settings
-from tests.deploy.compose import (
+from tests.support.compose import (
     COMPOSE_FILE,
     DEPLOY_DIR,
     DOCKERFILE,
     ENV_EXAMPLE,
-    REPO_DIR,
     SETTING_NAME,
     duration_seconds,
     load_compose,
     service_environment,
 )
+from tests.support.paths import REPO_DIR
 
 DOCINGEST_SERVICES = ("api", "worker")
 SETTINGS_FIELDS = {f"DOCINGEST_{name.upper()}" for name in Settings.model_fields}

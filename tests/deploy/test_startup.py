@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,22 +26,17 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.deploy.compose import (
-    DEPLOY_DIR,
-    REPO_DIR,
-    clean_environ,
-    load_compose,
-    service_environment,
-)
-from tests.service import (
+from tests.support.compose import DEPLOY_DIR, clean_environ, load_compose, service_environment
+from tests.support.docingest_service import (
     DOCINGEST,
-    TEST_REDIS_URL,
     Process,
     free_port,
-    purge_keys,
     wait_for_job,
     wait_until_up,
 )
+from tests.support.paths import REPO_DIR
+from tests.support.redis_db import TEST_REDIS_URL, purge_keys
+from tests.support.waiting import wait_until
 
 FAIL_FAST_SECONDS = 30.0
 """Start-up must end this soon; on the shared 2-core test machine importing docingest alone
@@ -180,17 +175,6 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return lines
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.3)
-
-
 def worker_ready(process: Process) -> dict[str, Any] | None:
     if process.popen.poll() is not None:
         raise AssertionError(f"the worker exited with {process.popen.returncode}:\n{process.log()}")
@@ -213,7 +197,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     worker = launch(compose["worker"]["command"], worker_env, data_dir / "worker.log")
     try:
         wait_until_up(api, f"http://127.0.0.1:{port}")
-        wait_for(lambda: worker_ready(worker), timeout=120, what="the worker to be ready")
+        wait_until(
+            lambda: worker_ready(worker), timeout=120, what="the worker to be ready", poll=0.3
+        )
         yield Deployment(api=api, worker=worker, api_env=api_env, worker_env=worker_env)
     finally:
         worker.stop()

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.deploy.compose import clean_environ
-from tests.service import DOCINGEST, TEST_REDIS_URL, free_port, purge_keys
+from tests.support.compose import clean_environ
+from tests.support.docingest_service import DOCINGEST, free_port
+from tests.support.redis_db import TEST_REDIS_URL, purge_keys
 from workers.metrics import remove_stale_files
 
 

@@ -1,7 +1,8 @@
 """Fixtures of the end-to-end tests: one real `docingest serve` per test module.
 
-The service runs as a subprocess (tests/service.py) with the local embedding model, local-mode
-Qdrant in a temporary data directory, and its own Redis key prefix on DB 15, removed after.
+The service runs as a subprocess (tests/support/docingest_service.py) with the local embedding
+model, local-mode Qdrant in a temporary data directory, and its own Redis key prefix on DB 15,
+removed after.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.client import ApiClient
-from tests.service import ServiceEnv, purge_keys, running_serve
+from tests.support.docingest_service import ServiceEnv, running_serve
+from tests.support.http_client import ApiClient
+from tests.support.redis_db import purge_keys
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from tests.conftest import CORPUS_DIR
-from tests.e2e.client import EXAMPLES_DIR, JOB_TIMEOUT, ApiClient, Json, assert_error
+from pipeline.keys import TERMINAL_STATUSES
+from tests.support.http_client import JOB_TIMEOUT, ApiClient, Json, assert_error
+from tests.support.paths import CORPUS_DIR, EXAMPLES_DIR
 
 FORMATS_INDEX = "formats"
 PDF = EXAMPLES_DIR / "federal-register-2020-17221.pdf"
@@ -29,7 +30,6 @@ RESULT_FIELDS = {
     "document_id", "chunk_index", "text", "score", "scores", "filename", "format",
     "page_start", "page_end", "headings", "metadata", "ocr",
 }  # fmt: skip
-TERMINAL = ("completed", "failed", "cancelled")
 
 
 @dataclass
@@ -47,7 +47,7 @@ def ingested(api: ApiClient) -> Ingested:
     others = {fmt: api.submit(FORMATS_INDEX, path) for fmt, path in FILES.items() if fmt != "pdf"}
     trace: list[Json] = []
     deadline = time.monotonic() + JOB_TIMEOUT
-    while not trace or trace[-1]["status"] not in TERMINAL:
+    while not trace or trace[-1]["status"] not in TERMINAL_STATUSES:
         assert time.monotonic() < deadline, trace[-1]
         trace.append(api.job(pdf_job))
         time.sleep(0.02)

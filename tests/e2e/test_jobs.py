@@ -9,8 +9,8 @@ import pytest
 
 from pipeline.detect import detect
 from pipeline.errors import UnsupportedFormat
-from tests.conftest import CORPUS_DIR
-from tests.e2e.client import EXAMPLES_DIR, ApiClient, assert_error, poll_until
+from tests.support.http_client import ApiClient, assert_error, poll_until
+from tests.support.paths import CORPUS_DIR, EXAMPLES_DIR
 
 RFC = EXAMPLES_DIR / "rfc6455-websocket.txt"
 DOCX = EXAMPLES_DIR / "tika-sample-word-document.docx"

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import CORPUS_DIR
-from tests.e2e.client import JOB_TIMEOUT, ApiClient, Json
-from tests.images import KNOWN_TEXT, encoded, text_image
+from tests.support.http_client import JOB_TIMEOUT, ApiClient, Json
+from tests.support.image_files import KNOWN_TEXT, encoded, text_image
+from tests.support.paths import CORPUS_DIR
 
 INDEX = "scans"
 HUCKFINN = CORPUS_DIR / "pdf" / "scanned-huckfinn-p22-no-text.pdf"

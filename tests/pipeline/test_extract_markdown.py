@@ -9,7 +9,7 @@ import pytest
 from pipeline.detect import detect
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
 from pipeline.extract.markdown import extract_markdown
-from tests.conftest import CORPUS_DIR
+from tests.support.paths import CORPUS_DIR
 
 MARKDOWN_FILES = sorted(path.name for path in (CORPUS_DIR / "markdown").iterdir())
 

@@ -25,7 +25,7 @@ from pipeline.errors import (
     NoTextFound,
 )
 from pipeline.extract.pdf import extract_pdf
-from tests.pdfs import build_pdf, stream
+from tests.support.pdf_files import build_pdf, stream
 
 Extract = Callable[[str], ExtractedDocument]
 

@@ -9,8 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -18,23 +16,19 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from pipeline.errors import DependencyUnavailable, DocumentBusy
+from pipeline.keys import Keys
 from pipeline.store.fencing import DocumentFence
+from tests.support.redis_db import TEST_REDIS_URL, TestRedis
 
 
 @pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    conn = redis.Redis(host="127.0.0.1", port=6379, db=15)
-    yield conn
-    conn.close()
+def fence(redis_db: TestRedis) -> DocumentFence:
+    return DocumentFence(redis_db.client, key_prefix=redis_db.prefix)
 
 
-@pytest.fixture
-def fence(client: redis.Redis) -> Iterator[DocumentFence]:
-    prefix = f"test-fencing:{uuid.uuid4().hex}:"
-    yield DocumentFence(client, key_prefix=prefix)
-    keys = list(client.scan_iter(match=f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
+def lock_key(redis_db: TestRedis, index: str, document_id: str) -> str:
+    """The key of the fence's store-phase lock of one document."""
+    return Keys(redis_db.prefix).document_lock(index, document_id)
 
 
 def test_versions_count_up_per_document(fence: DocumentFence) -> None:
@@ -69,13 +63,13 @@ def test_the_floor_keeps_versions_above_the_store(
     assert fence.current_version("idx", "doc") == expected
 
 
-def test_concurrent_callers_get_distinct_versions(client: redis.Redis) -> None:
-    prefix = f"test-fencing:{uuid.uuid4().hex}:"
+def test_concurrent_callers_get_distinct_versions(redis_db: TestRedis) -> None:
+    prefix = redis_db.prefix
     results: list[int] = []
     lock = threading.Lock()
 
     def worker() -> None:
-        own = DocumentFence(redis.Redis(host="127.0.0.1", port=6379, db=15), key_prefix=prefix)
+        own = DocumentFence(redis.Redis.from_url(TEST_REDIS_URL), key_prefix=prefix)
         for _ in range(25):
             version = own.next_version("idx", "doc", floor=5)
             with lock:
@@ -86,7 +80,6 @@ def test_concurrent_callers_get_distinct_versions(client: redis.Redis) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    client.delete(*client.scan_iter(match=f"{prefix}*"))
     assert sorted(results) == list(range(6, 106))
 
 
@@ -136,9 +129,9 @@ def test_a_held_lock_makes_a_short_wait_fail_as_busy(fence: DocumentFence) -> No
     assert caught.value.code == "document_busy"
 
 
-def test_a_dead_holders_lock_expires(client: redis.Redis, fence: DocumentFence) -> None:
+def test_a_dead_holders_lock_expires(redis_db: TestRedis, fence: DocumentFence) -> None:
     # A worker that dies holds the lock until its TTL: acquire and never release.
-    dead = client.lock(fence._key("lock", "idx", "doc"), timeout=0.5)
+    dead = redis_db.client.lock(lock_key(redis_db, "idx", "doc"), timeout=0.5)
     assert dead.acquire(blocking=False)
     started = time.monotonic()
     with fence.lock("idx", "doc", timeout=5):
@@ -158,14 +151,14 @@ def test_a_lock_that_expired_while_held_is_released_quietly(
 
 
 def test_a_kept_alive_lock_outlives_its_ttl_while_held(
-    client: redis.Redis, fence: DocumentFence
+    redis_db: TestRedis, fence: DocumentFence
 ) -> None:
     with fence.lock("idx", "doc", timeout=0.3, keep_alive=True):
         time.sleep(1.0)  # more than three TTLs
-        assert client.exists(fence._key("lock", "idx", "doc"))
+        assert redis_db.client.exists(lock_key(redis_db, "idx", "doc"))
         with pytest.raises(DocumentBusy), fence.lock("idx", "doc", blocking_timeout=0):
             pass
-    assert not client.exists(fence._key("lock", "idx", "doc"))
+    assert not redis_db.client.exists(lock_key(redis_db, "idx", "doc"))
     assert not [t for t in threading.enumerate() if t.name.startswith("lock-")], "renewer left"
     with fence.lock("idx", "doc", timeout=5, blocking_timeout=0):
         pass
@@ -175,16 +168,19 @@ HOLD_AND_WAIT = """
 import sys, time
 import redis
 from pipeline.store.fencing import DocumentFence
-fence = DocumentFence(redis.Redis(host="127.0.0.1", port=6379, db=15), key_prefix=sys.argv[1])
-with fence.lock("idx", "doc", timeout=float(sys.argv[2]), keep_alive=True):
+fence = DocumentFence(redis.Redis.from_url(sys.argv[1]), key_prefix=sys.argv[2])
+with fence.lock("idx", "doc", timeout=float(sys.argv[3]), keep_alive=True):
     print("held", flush=True)
     time.sleep(600)
 """
 
 
-def test_a_killed_holders_kept_alive_lock_is_free_within_its_ttl(fence: DocumentFence) -> None:
+def test_a_killed_holders_kept_alive_lock_is_free_within_its_ttl(
+    redis_db: TestRedis, fence: DocumentFence
+) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_AND_WAIT, fence._prefix, "1.5"], stdout=subprocess.PIPE
+        [sys.executable, "-c", HOLD_AND_WAIT, TEST_REDIS_URL, redis_db.prefix, "1.5"],
+        stdout=subprocess.PIPE,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"

@@ -12,7 +12,9 @@ import pytest
 from pipeline.jobs.sweep import STAGED_GRACE_SECONDS, sweep
 from pipeline.keys import JobStatus
 from pipeline.services import Services
-from tests.jobs_support import job_spec, private_redis, service_settings, unique_prefix
+from tests.support.jobs import job_spec
+from tests.support.redis_db import private_redis, unique_prefix
+from tests.support.settings import service_settings
 
 HEARTBEAT_TIMEOUT = 0.5
 

@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
 
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.local import LocalEmbedder
 from pipeline.errors import Cancelled, Superseded
-from pipeline.indexing import STEPS, IndexResult, index_document
+from pipeline.indexing import STEPS, IndexHooks, IndexRequest, IndexResult, index_document
 from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.search import SearchMode, SearchRequest, search
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import DocumentFence
+from tests.support.redis_db import TestRedis
 
 INDEX = "docs"
 DOC = "notes.txt"
@@ -69,14 +68,8 @@ def store() -> Iterator[VectorStore]:
 
 
 @pytest.fixture
-def fence() -> Iterator[DocumentFence]:
-    client = redis.Redis(host="127.0.0.1", port=6379, db=15)
-    prefix = f"test-indexing:{uuid.uuid4().hex}:"
-    yield DocumentFence(client, key_prefix=prefix)
-    keys = list(client.scan_iter(match=f"{prefix}*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+def fence(redis_db: TestRedis) -> DocumentFence:
+    return DocumentFence(redis_db.client, key_prefix=redis_db.prefix)
 
 
 def prepare(paragraphs: list[str], *, marker: str = "") -> PreparedDocument:
@@ -99,18 +92,30 @@ class Ingest:
         return self.fence.next_version(INDEX, DOC, floor=live.version if live else 0)
 
     def __call__(
-        self, prepared: PreparedDocument, version: int | None = None, **options: Any
+        self,
+        prepared: PreparedDocument,
+        version: int | None = None,
+        *,
+        user_metadata: dict[str, Any] | None = None,
+        force: bool = False,
+        embed_slice: int | None = None,
+        **hooks: Any,
     ) -> IndexResult:
-        options.setdefault("user_metadata", {})
-        return index_document(
+        request = IndexRequest(
             prepared,
             index=INDEX,
             document_id=DOC,
             version=self.version() if version is None else version,
+            user_metadata=user_metadata or {},
+            force=force,
+        )
+        return index_document(
+            request,
             store=self.store,
             embedder=self.embedder,
             fence=self.fence,
-            **options,
+            hooks=IndexHooks(**hooks),
+            embed_slice=embed_slice,
         )
 
 
@@ -399,11 +404,7 @@ def test_an_embedder_of_another_model_is_refused(
     store.create_index("other", other)
     with pytest.raises(ValueError, match="text-embedding-3-small"):
         index_document(
-            OLD,
-            index="other",
-            document_id=DOC,
-            version=1,
-            user_metadata={},
+            IndexRequest(OLD, index="other", document_id=DOC, version=1),
             store=store,
             embedder=embedder,
             fence=fence,

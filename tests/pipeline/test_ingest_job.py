@@ -17,15 +17,11 @@ from pipeline.jobs.state import Job, JobStore
 from pipeline.keys import JobStage, JobStatus
 from pipeline.prepare import prepare_document
 from pipeline.services import Services
-from tests.embedding_server import FakeEmbeddingServer
-from tests.jobs_support import (
-    FAKE_DIMENSIONS,
-    job_spec,
-    private_redis,
-    service_settings,
-    unique_prefix,
-    wait_until,
-)
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.jobs import job_spec
+from tests.support.redis_db import TestRedis
+from tests.support.settings import service_settings
+from tests.support.waiting import wait_until
 
 INDEX = "notes"
 DOC = "field-notes.txt"
@@ -51,31 +47,28 @@ def field_notes(paragraphs: int, tag: str) -> bytes:
     ).encode()
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeEmbeddingServer]:
-    with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as server:
-        yield server
-
-
 MakeServices = Callable[..., Services]
 
 
 @pytest.fixture
-def make_services(tmp_path: Any, fake: FakeEmbeddingServer) -> Iterator[MakeServices]:
+def make_services(
+    tmp_path: Any, embedding_server: FakeEmbeddingServer, redis_db: TestRedis
+) -> Iterator[MakeServices]:
     """Build the process's services with settings overrides (one per test: one store)."""
-    prefix = unique_prefix("ingest")
+    prefix = redis_db.prefix
     built: list[Services] = []
 
     def make(**overrides: Any) -> Services:
-        services = Services(service_settings(tmp_path, prefix, fake, **overrides), owns_store=True)
+        services = Services(
+            service_settings(tmp_path, prefix, embedding_server, **overrides), owns_store=True
+        )
         services.settings.staging_dir.mkdir(parents=True, exist_ok=True)
         built.append(services)
         return services
 
-    with private_redis(prefix):
-        yield make
-        for services in built:
-            services.close()
+    yield make
+    for services in built:
+        services.close()
 
 
 def stage(services: Services, data: bytes, **fields: Any) -> str:
@@ -153,13 +146,15 @@ def embedding_started(jobs: JobStore, job_id: str) -> Callable[[], bool]:
     return started
 
 
-def test_a_job_runs_to_completion(make_services: MakeServices, fake: FakeEmbeddingServer) -> None:
+def test_a_job_runs_to_completion(
+    make_services: MakeServices, embedding_server: FakeEmbeddingServer
+) -> None:
     services = make_services(embedding_max_batch=2)
     data = field_notes(10, "alpha")
     expected_chunks = chunk_count(services, data)
     assert expected_chunks >= 8
     job_id = stage(services, data, metadata={"department": "survey"})
-    fake.latency = 0.02  # long enough for the watcher to see the embedding stage move
+    embedding_server.latency = 0.02  # long enough for the watcher to see the embedding stage move
 
     with Watcher(services.jobs, job_id) as watcher:
         assert run_job(services, job_id) == "completed"
@@ -178,7 +173,7 @@ def test_a_job_runs_to_completion(make_services: MakeServices, fake: FakeEmbeddi
     stored = services.store.live_document(INDEX, DOC)
     assert stored is not None and stored.version == 1 and stored.chunks == expected_chunks
     assert stored.metadata == {"department": "survey"}
-    assert sum(len(request.inputs) for request in fake.requests) == expected_chunks
+    assert sum(len(request.inputs) for request in embedding_server.requests) == expected_chunks
 
     progress = [value for _, value in watcher.seen]
     assert progress == sorted(progress), "progress never goes backwards"
@@ -191,21 +186,21 @@ def test_a_job_runs_to_completion(make_services: MakeServices, fake: FakeEmbeddi
 
 
 def test_a_completed_job_is_not_run_again(
-    make_services: MakeServices, fake: FakeEmbeddingServer
+    make_services: MakeServices, embedding_server: FakeEmbeddingServer
 ) -> None:
     services = make_services()
     job_id = stage(services, field_notes(3, "beta"))
     assert run_job(services, job_id) == "completed"
-    before, requests = services.jobs.get(job_id), len(fake.requests)
+    before, requests = services.jobs.get(job_id), len(embedding_server.requests)
 
     assert run_job(services, job_id) == "finished"
     assert services.jobs.get(job_id) == before
-    assert len(fake.requests) == requests, "nothing was embedded again"
+    assert len(embedding_server.requests) == requests, "nothing was embedded again"
     assert services.jobs.counts()["completed"] == 1
 
 
 def test_a_bad_document_fails_for_good_and_keeps_its_upload(
-    make_services: MakeServices, fake: FakeEmbeddingServer
+    make_services: MakeServices, embedding_server: FakeEmbeddingServer
 ) -> None:
     services = make_services()
     job_id = stage(services, os.urandom(8192), document_id="blob.bin")
@@ -216,40 +211,40 @@ def test_a_bad_document_fails_for_good_and_keeps_its_upload(
     assert job.error is not None and job.error["code"] == "unsupported_format"
     assert job.error["message"] and job.result is None
     assert services.staged_path(job_id).exists(), "kept, so the job can be retried"
-    assert fake.requests == []
+    assert embedding_server.requests == []
     assert services.store.live_document(INDEX, "blob.bin") is None
     assert services.jobs.counts()["failed"] == 1
 
 
 def test_a_provider_outage_requeues_the_job_then_fails_it_with_embedding_failed(
-    make_services: MakeServices, fake: FakeEmbeddingServer
+    make_services: MakeServices, embedding_server: FakeEmbeddingServer
 ) -> None:
     """Once the embedder's own retries are spent on errors that may pass (503), the job is
     re-queued to ride out the outage; at its last attempt it fails with `embedding_failed`,
     keeping its upload for a manual retry."""
     services = make_services(embedding_max_attempts=3, job_max_attempts=2)
     job_id = stage(services, field_notes(3, "gamma"))
-    fake.fail_when(lambda inputs: True, {"status": 503})
+    embedding_server.fail_when(lambda inputs: True, {"status": 503})
 
     with pytest.raises(RetryJob) as retry:
         run_job(services, job_id)
     assert retry.value.cause.code == "embedding_failed"
     job = services.jobs.get(job_id)
     assert job.status is JobStatus.QUEUED and job.attempts == 1
-    assert len(fake.requests) == 3
+    assert len(embedding_server.requests) == 3
 
     assert run_job(services, job_id) == "failed: embedding_failed"
     job = services.jobs.get(job_id)
     assert job.status is JobStatus.FAILED and job.attempts == 2
     assert job.error is not None and job.error["code"] == "embedding_failed"
     assert "503" in job.error["message"] and "after 2 attempts" in job.error["message"]
-    assert len(fake.requests) == 6
+    assert len(embedding_server.requests) == 6
     assert services.staged_path(job_id).exists()
     assert services.store.live_document(INDEX, DOC) is None
 
 
 def test_a_transient_error_requeues_the_job_until_its_last_attempt(
-    make_services: MakeServices, fake: FakeEmbeddingServer
+    make_services: MakeServices, embedding_server: FakeEmbeddingServer
 ) -> None:
     """One request per minute, two chunks per request-sized batch: the second request cannot
     be sent before the embedding deadline, so the provider is `rate_limited` (transient)."""
@@ -299,7 +294,7 @@ def test_a_missing_upload_is_transient(make_services: MakeServices) -> None:
 
 
 def test_cancel_during_embedding_leaves_the_index_as_it_was(
-    make_services: MakeServices, fake: FakeEmbeddingServer
+    make_services: MakeServices, embedding_server: FakeEmbeddingServer
 ) -> None:
     services = make_services(embedding_max_batch=1)
     first = stage(services, field_notes(3, "old"))
@@ -308,7 +303,7 @@ def test_cancel_during_embedding_leaves_the_index_as_it_was(
     assert before is not None
     points_before = services.store.count_points(INDEX, DOC)
 
-    fake.latency = 0.2  # one chunk per request, four requests per cancellation check
+    embedding_server.latency = 0.2  # one chunk per request, four requests per cancellation check
     job_id = stage(services, field_notes(24, "new"))
     running = Running(services, job_id)
     wait_until(embedding_started(services.jobs, job_id), what="embedding to start")
@@ -325,11 +320,11 @@ def test_cancel_during_embedding_leaves_the_index_as_it_was(
 
 
 def test_an_attempt_that_was_taken_over_stops_and_records_nothing(
-    make_services: MakeServices, fake: FakeEmbeddingServer
+    make_services: MakeServices, embedding_server: FakeEmbeddingServer
 ) -> None:
     services = make_services(embedding_max_batch=1)
     jobs = services.jobs
-    fake.latency = 0.2
+    embedding_server.latency = 0.2
     job_id = stage(services, field_notes(16, "zeta"))
     running = Running(services, job_id)
     wait_until(embedding_started(jobs, job_id), what="embedding to start")

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from pipeline.errors import JobNotFound, JobStateConflict
 from pipeline.jobs.state import STAGE_SPANS, JobStore, stage_progress
 from pipeline.keys import JobStage, JobStatus, Keys
-from tests.jobs_support import job_spec, private_redis, unique_prefix
+from tests.support.jobs import job_spec
+from tests.support.redis_db import TestRedis
 
 TTL = 3600
 STALE = 0.05
@@ -20,18 +20,17 @@ FRESH = 60.0
 
 
 @pytest.fixture
-def jobs() -> Iterator[JobStore]:
-    prefix = unique_prefix("jobs")
-    with private_redis(prefix) as client:
-        yield JobStore(client, keys=Keys(prefix), ttl_seconds=TTL)
+def jobs(redis_db: TestRedis) -> JobStore:
+    return JobStore(redis_db.client, keys=Keys(redis_db.prefix), ttl_seconds=TTL)
 
 
-def raw(jobs: JobStore, job_id: str) -> dict[str, str]:
-    return jobs._redis.hgetall(jobs.keys.job(job_id))  # type: ignore[return-value]
+def raw(redis_db: TestRedis, job_id: str) -> dict[str, str]:
+    """The job's hash as the scripts wrote it."""
+    return redis_db.client.hgetall(Keys(redis_db.prefix).job(job_id))  # type: ignore[return-value]
 
 
-def ttl(jobs: JobStore, job_id: str) -> int:
-    return int(jobs._redis.ttl(jobs.keys.job(job_id)))
+def ttl(redis_db: TestRedis, job_id: str) -> int:
+    return int(redis_db.client.ttl(Keys(redis_db.prefix).job(job_id)))
 
 
 def make_stale(jobs: JobStore) -> None:
@@ -49,7 +48,7 @@ def claimed(jobs: JobStore, job_id: str | None = None, *, max_attempts: int = 3)
 # --- create, get, recent -----------------------------------------------------------------
 
 
-def test_create_records_a_queued_job(jobs: JobStore) -> None:
+def test_create_records_a_queued_job(jobs: JobStore, redis_db: TestRedis) -> None:
     spec = job_spec(
         "legal",
         document_id="contract.pdf",
@@ -70,7 +69,7 @@ def test_create_records_a_queued_job(jobs: JobStore) -> None:
     assert job.metadata == {"department": "legal", "tags": ["a"]}
     assert job.force and job.size_bytes == 1234 and job.content_sha256 == "ab" * 32
     assert jobs.work(spec.job_id).staged_name == spec.staged_name
-    assert ttl(jobs, spec.job_id) == -1, "a job that has not finished never expires"
+    assert ttl(redis_db, spec.job_id) == -1, "a job that has not finished never expires"
     assert jobs.counts()["queued"] == 1
 
 
@@ -95,15 +94,15 @@ def test_recent_lists_newest_first_with_index_and_status_filters(jobs: JobStore)
     assert [job.job_id for job in queued_a] == [a_ids[2], a_ids[0]]
 
 
-def test_recent_drops_expired_jobs(jobs: JobStore) -> None:
+def test_recent_drops_expired_jobs(jobs: JobStore, redis_db: TestRedis) -> None:
     kept, gone = (jobs.create(job_spec("a")).job_id for _ in range(2))
-    jobs._redis.pexpire(jobs.keys.job(gone), 1)
+    redis_db.client.pexpire(jobs.keys.job(gone), 1)
     time.sleep(0.05)
     assert [job.job_id for job in jobs.recent()] == [kept]
     assert [job.job_id for job in jobs.recent(index="a")] == [kept]
-    assert jobs._redis.zscore(jobs.keys.jobs, gone) is None, "dropped from the listing"
-    assert jobs._redis.zscore(jobs.keys.index_jobs("a"), gone) is None
-    assert jobs._redis.zscore(jobs.keys.jobs, kept) is not None
+    assert redis_db.client.zscore(jobs.keys.jobs, gone) is None, "dropped from the listing"
+    assert redis_db.client.zscore(jobs.keys.index_jobs("a"), gone) is None
+    assert redis_db.client.zscore(jobs.keys.jobs, kept) is not None
 
 
 # --- claim -------------------------------------------------------------------------------
@@ -145,19 +144,21 @@ def test_claim_of_a_finished_or_missing_job(jobs: JobStore) -> None:
     assert jobs.claim("no-such-job", max_attempts=3, stale_after=STALE).outcome == "missing"
 
 
-def test_claim_finishes_a_job_whose_cancel_was_requested(jobs: JobStore) -> None:
+def test_claim_finishes_a_job_whose_cancel_was_requested(
+    jobs: JobStore, redis_db: TestRedis
+) -> None:
     job_id, _ = claimed(jobs)
     assert jobs.cancel(job_id).status is JobStatus.PROCESSING  # asked; its worker then died
     make_stale(jobs)
     assert jobs.claim(job_id, max_attempts=3, stale_after=STALE).outcome == "cancelled"
     job = jobs.get(job_id)
     assert job.status is JobStatus.CANCELLED and job.finished_at is not None
-    assert 0 < ttl(jobs, job_id) <= TTL
+    assert 0 < ttl(redis_db, job_id) <= TTL
     counts = jobs.counts()
     assert (counts["cancelled"], counts["processing"], counts["queued"]) == (1, 0, 0)
 
 
-def test_claim_fails_a_job_whose_attempts_are_used_up(jobs: JobStore) -> None:
+def test_claim_fails_a_job_whose_attempts_are_used_up(jobs: JobStore, redis_db: TestRedis) -> None:
     job_id, _ = claimed(jobs, max_attempts=2)
     make_stale(jobs)
     assert jobs.claim(job_id, max_attempts=2, stale_after=STALE).outcome == "claimed"
@@ -168,7 +169,7 @@ def test_claim_fails_a_job_whose_attempts_are_used_up(jobs: JobStore) -> None:
     assert job.status is JobStatus.FAILED and job.stage is None
     assert job.error is not None and job.error["code"] == "timeout"
     assert "2 attempts" in job.error["message"]
-    assert 0 < ttl(jobs, job_id) <= TTL
+    assert 0 < ttl(redis_db, job_id) <= TTL
     counts = jobs.counts()
     assert (counts["failed"], counts["processing"]) == (1, 0)
 
@@ -199,14 +200,14 @@ def test_progress_never_goes_backwards_within_a_run(jobs: JobStore) -> None:
     assert seen == [0.1, 0.5, 0.5, 0.5, 0.7, 0.7]
 
 
-def test_a_stale_attempt_cannot_change_the_job(jobs: JobStore) -> None:
+def test_a_stale_attempt_cannot_change_the_job(jobs: JobStore, redis_db: TestRedis) -> None:
     job_id, old = claimed(jobs)
     assert jobs.update(job_id, old, stage=JobStage.EMBEDDING, progress=0.4)
     make_stale(jobs)
     assert jobs.requeue(job_id, stale_after=STALE)
     new = jobs.claim(job_id, max_attempts=3, stale_after=FRESH).attempt
     assert new == old + 1
-    before = raw(jobs, job_id)
+    before = raw(redis_db, job_id)
 
     assert not jobs.update(job_id, old, stage=JobStage.STORING, progress=0.9, chunks_done=7)
     assert not jobs.heartbeat(job_id, old)
@@ -214,7 +215,7 @@ def test_a_stale_attempt_cannot_change_the_job(jobs: JobStore) -> None:
     assert not jobs.complete(job_id, old, {"chunks": 7})
     assert not jobs.fail(job_id, old, {"code": "corrupt_document", "message": "no"})
     assert not jobs.mark_cancelled(job_id, old)
-    assert raw(jobs, job_id) == before
+    assert raw(redis_db, job_id) == before
 
     assert jobs.update(job_id, new, progress=0.5)
     assert jobs.get(job_id).progress == 0.5
@@ -227,40 +228,40 @@ def test_nothing_updates_a_queued_job(jobs: JobStore) -> None:
     assert jobs.get(job_id).progress == 0.0 and jobs.get(job_id).status is JobStatus.QUEUED
 
 
-def test_complete_sets_progress_to_one_and_an_expiry(jobs: JobStore) -> None:
+def test_complete_sets_progress_to_one_and_an_expiry(jobs: JobStore, redis_db: TestRedis) -> None:
     job_id, attempt = claimed(jobs)
     jobs.update(job_id, attempt, stage=JobStage.STORING, progress=0.93)
     result = {"document_id": "notes.txt", "version": 1, "chunks": 4, "unchanged": False}
     assert jobs.complete(job_id, attempt, result)
     job = jobs.get(job_id)
     assert job.status is JobStatus.COMPLETED
-    assert job.progress == 1.0 and raw(jobs, job_id)["progress"] == "1.0"
+    assert job.progress == 1.0 and raw(redis_db, job_id)["progress"] == "1.0"
     assert job.stage is None and job.finished_at is not None and job.result == result
-    assert 0 < ttl(jobs, job_id) <= TTL
+    assert 0 < ttl(redis_db, job_id) <= TTL
     counts = jobs.counts()
     assert (counts["completed"], counts["processing"]) == (1, 0)
     assert not jobs.complete(job_id, attempt, result), "a job completes once"
     assert jobs.counts()["completed"] == 1
 
 
-def test_fail_records_the_error(jobs: JobStore) -> None:
+def test_fail_records_the_error(jobs: JobStore, redis_db: TestRedis) -> None:
     job_id, attempt = claimed(jobs)
     error = {"code": "no_text_found", "message": "The document has no text."}
     assert jobs.fail(job_id, attempt, error)
     job = jobs.get(job_id)
     assert job.status is JobStatus.FAILED and job.error == error and job.result is None
-    assert 0 < ttl(jobs, job_id) <= TTL
+    assert 0 < ttl(redis_db, job_id) <= TTL
     assert jobs.counts()["failed"] == 1
 
 
 # --- cancel and retry ----------------------------------------------------------------------
 
 
-def test_cancel_of_a_queued_job_is_immediate(jobs: JobStore) -> None:
+def test_cancel_of_a_queued_job_is_immediate(jobs: JobStore, redis_db: TestRedis) -> None:
     job_id = jobs.create(job_spec()).job_id
     job = jobs.cancel(job_id)
     assert job.status is JobStatus.CANCELLED and job.finished_at is not None
-    assert 0 < ttl(jobs, job_id) <= TTL
+    assert 0 < ttl(redis_db, job_id) <= TTL
     counts = jobs.counts()
     assert (counts["cancelled"], counts["queued"]) == (1, 0)
     assert jobs.claim(job_id, max_attempts=3, stale_after=FRESH).outcome == "finished"
@@ -293,7 +294,9 @@ def test_cancel_of_a_finished_or_missing_job(jobs: JobStore) -> None:
 
 
 @pytest.mark.parametrize("ending", ["failed", "cancelled"])
-def test_retry_queues_a_failed_or_cancelled_job_from_the_start(jobs: JobStore, ending: str) -> None:
+def test_retry_queues_a_failed_or_cancelled_job_from_the_start(
+    jobs: JobStore, redis_db: TestRedis, ending: str
+) -> None:
     job_id, attempt = claimed(jobs)
     jobs.update(
         job_id,
@@ -321,7 +324,7 @@ def test_retry_queues_a_failed_or_cancelled_job_from_the_start(jobs: JobStore, e
     assert job.started_at is None and job.finished_at is None
     assert jobs.work(job_id).version is None
     assert not jobs.cancel_requested(job_id)
-    assert ttl(jobs, job_id) == -1, "a queued job no longer expires"
+    assert ttl(redis_db, job_id) == -1, "a queued job no longer expires"
     assert jobs.counts()["queued"] == 1
     again = jobs.claim(job_id, max_attempts=1, stale_after=FRESH)
     assert (again.outcome, again.attempt) == ("claimed", 1), "its attempts start over"
@@ -344,7 +347,7 @@ def test_retry_refuses_other_states(jobs: JobStore) -> None:
 # --- requeue, staleness ----------------------------------------------------------------------
 
 
-def test_requeue_by_attempt_after_a_transient_error(jobs: JobStore) -> None:
+def test_requeue_by_attempt_after_a_transient_error(jobs: JobStore, redis_db: TestRedis) -> None:
     job_id, attempt = claimed(jobs)
     jobs.update(job_id, attempt, stage=JobStage.EMBEDDING, progress=0.3)
     note = {"code": "rate_limited", "message": "slow down"}
@@ -353,7 +356,7 @@ def test_requeue_by_attempt_after_a_transient_error(jobs: JobStore) -> None:
     assert jobs.requeue(job_id, attempt=attempt, note=note)
     job = jobs.get(job_id)
     assert job.status is JobStatus.QUEUED and job.stage is None
-    assert raw(jobs, job_id)["last_error"] == '{"code": "rate_limited", "message": "slow down"}'
+    assert raw(redis_db, job_id)["last_error"] == '{"code": "rate_limited", "message": "slow down"}'
     counts = jobs.counts()
     assert (counts["queued"], counts["processing"]) == (1, 0)
     assert not jobs.requeue(job_id, attempt=attempt), "only a processing job is requeued"
@@ -401,14 +404,14 @@ def test_counts_and_oldest_queued_age(jobs: JobStore) -> None:
     assert jobs.oldest_queued_age() == 0.0
 
 
-def test_mark_unqueueable_fails_the_job(jobs: JobStore) -> None:
+def test_mark_unqueueable_fails_the_job(jobs: JobStore, redis_db: TestRedis) -> None:
     job_id = jobs.create(job_spec()).job_id
     jobs.mark_unqueueable(job_id, {"code": "dependency_unavailable", "message": "no broker"})
     job = jobs.get(job_id)
     assert job.status is JobStatus.FAILED and job.error is not None
     assert job.error["code"] == "dependency_unavailable"
     assert jobs.counts()["queued"] == 0 and jobs.counts()["failed"] == 1
-    assert 0 < ttl(jobs, job_id) <= TTL
+    assert 0 < ttl(redis_db, job_id) <= TTL
 
 
 # --- stage spans --------------------------------------------------------------------------------

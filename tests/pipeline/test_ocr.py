@@ -18,7 +18,7 @@ from pipeline.extract.pdf import extract_pdf
 from pipeline.isolation.parent import Limits, prepare_isolated
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
-from tests.images import KNOWN_TEXT, encoded, pdf_with_pages, text_image, word_accuracy
+from tests.support.image_files import KNOWN_TEXT, encoded, pdf_with_pages, text_image, word_accuracy
 
 KNOWN = " ".join(KNOWN_TEXT)
 

@@ -8,7 +8,7 @@ from pipeline.chunking import ChunkingSpec
 from pipeline.errors import IngestError
 from pipeline.prepare import prepare_document
 from pipeline.settings import ChunkUnit, Settings
-from tests.conftest import CORPUS_DIR
+from tests.support.paths import CORPUS_DIR
 
 FORMAT_BY_FOLDER = {
     "pdf": "pdf",

@@ -8,9 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
 import redis
@@ -20,43 +18,27 @@ from redis.retry import Retry
 
 from pipeline.embedders.ratelimit import NoRateLimit, RedisRateLimiter, build_rate_limiter
 from pipeline.errors import DependencyUnavailable, ProviderRateLimited
+from tests.support.paths import REPO_DIR
+from tests.support.redis_db import TestRedis
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 1.0
 """Window length of most tests; the production default is 60 s."""
 
 
-@pytest.fixture
-def client() -> Iterator[redis.Redis]:
-    conn = redis.Redis(host="127.0.0.1", port=6379, db=15)
-    yield conn
-    conn.close()
-
-
-@pytest.fixture
-def prefix(client: redis.Redis) -> Iterator[str]:
-    key_prefix = f"test-ratelimit:{uuid.uuid4().hex}:"
-    yield key_prefix
-    keys = list(client.scan_iter(match=f"{key_prefix}*"))
-    if keys:
-        client.delete(*keys)
-
-
 def limiter(
-    client: redis.Redis,
-    prefix: str,
+    redis_db: TestRedis,
     *,
     max_requests: int = 0,
     max_tokens: int = 0,
     window: float = WINDOW,
 ) -> RedisRateLimiter:
     return RedisRateLimiter(
-        client,
+        redis_db.client,
         scope="openai:key-1",
         max_requests=max_requests,
         max_tokens=max_tokens,
         window_seconds=window,
-        key_prefix=prefix,
+        key_prefix=redis_db.prefix,
     )
 
 
@@ -85,8 +67,8 @@ def test_busiest_window_counts_half_open_intervals() -> None:
 # --- factory ---------------------------------------------------------------------------
 
 
-def test_factory_without_limits_is_a_no_op(client: redis.Redis) -> None:
-    for conn in (client, None):
+def test_factory_without_limits_is_a_no_op(redis_db: TestRedis) -> None:
+    for conn in (redis_db.client, None):
         built = build_rate_limiter(conn, scope="s", requests_per_minute=0, tokens_per_minute=0)
         assert isinstance(built, NoRateLimit)
         built.acquire(tokens=10**9)  # returns at once, whatever the size
@@ -99,9 +81,13 @@ def test_factory_refuses_a_limit_without_redis() -> None:
         build_rate_limiter(None, scope="s", requests_per_minute=0, tokens_per_minute=1000)
 
 
-def test_factory_builds_a_one_minute_redis_limiter(client: redis.Redis, prefix: str) -> None:
+def test_factory_builds_a_one_minute_redis_limiter(redis_db: TestRedis) -> None:
     built = build_rate_limiter(
-        client, scope="s", requests_per_minute=2, tokens_per_minute=0, key_prefix=prefix
+        redis_db.client,
+        scope="s",
+        requests_per_minute=2,
+        tokens_per_minute=0,
+        key_prefix=redis_db.prefix,
     )
     assert isinstance(built, RedisRateLimiter)
     assert (built.max_requests, built.max_tokens, built.window_seconds) == (2, 0, 60.0)
@@ -115,8 +101,8 @@ def test_factory_builds_a_one_minute_redis_limiter(client: redis.Redis, prefix: 
 # --- single process ----------------------------------------------------------------------
 
 
-def test_requests_beyond_the_limit_wait_for_the_window(client: redis.Redis, prefix: str) -> None:
-    limit = limiter(client, prefix, max_requests=5)
+def test_requests_beyond_the_limit_wait_for_the_window(redis_db: TestRedis) -> None:
+    limit = limiter(redis_db, max_requests=5)
     started = time.monotonic()
     first = [limit.reserve(tokens=1) for _ in range(5)]
     assert time.monotonic() - started < 0.2
@@ -126,8 +112,8 @@ def test_requests_beyond_the_limit_wait_for_the_window(client: redis.Redis, pref
     assert time.monotonic() - started >= WINDOW - 0.05
 
 
-def test_tokens_wait_for_just_enough_old_reservations(client: redis.Redis, prefix: str) -> None:
-    limit = limiter(client, prefix, max_tokens=100)
+def test_tokens_wait_for_just_enough_old_reservations(redis_db: TestRedis) -> None:
+    limit = limiter(redis_db, max_tokens=100)
     t0 = limit.reserve(tokens=70)
     time.sleep(0.3)
     t1 = limit.reserve(tokens=30)
@@ -136,22 +122,20 @@ def test_tokens_wait_for_just_enough_old_reservations(client: redis.Redis, prefi
     assert t0 + WINDOW <= t2 < t1 + WINDOW
 
 
-def test_a_request_larger_than_the_token_budget_fails_fast(
-    client: redis.Redis, prefix: str
-) -> None:
-    limit = limiter(client, prefix, max_tokens=100)
+def test_a_request_larger_than_the_token_budget_fails_fast(redis_db: TestRedis) -> None:
+    limit = limiter(redis_db, max_tokens=100)
     started = time.monotonic()
     with pytest.raises(ValueError, match="101 tokens can never fit the limit of 100"):
         limit.acquire(tokens=101)
     assert time.monotonic() - started < 0.05
-    assert not list(client.scan_iter(match=f"{prefix}*"))
+    assert not redis_db.own_keys()
     limit.acquire(tokens=100)  # exactly the budget is fine
     with pytest.raises(ValueError, match="tokens must be >= 0"):
         limit.acquire(tokens=-1)
 
 
-def test_deadline_raises_rate_limited_without_sleeping(client: redis.Redis, prefix: str) -> None:
-    limit = limiter(client, prefix, max_requests=1, window=2.0)
+def test_deadline_raises_rate_limited_without_sleeping(redis_db: TestRedis) -> None:
+    limit = limiter(redis_db, max_requests=1, window=2.0)
     limit.acquire(tokens=1)
     started = time.monotonic()
     with pytest.raises(ProviderRateLimited) as caught:
@@ -161,30 +145,30 @@ def test_deadline_raises_rate_limited_without_sleeping(client: redis.Redis, pref
     assert caught.value.retry_after is not None and 1.7 < caught.value.retry_after <= 2.0
 
 
-def test_a_deadline_that_leaves_room_waits_and_succeeds(client: redis.Redis, prefix: str) -> None:
-    limit = limiter(client, prefix, max_requests=1, window=0.5)
+def test_a_deadline_that_leaves_room_waits_and_succeeds(redis_db: TestRedis) -> None:
+    limit = limiter(redis_db, max_requests=1, window=0.5)
     first = limit.reserve(tokens=1)
     second = limit.reserve(tokens=1, deadline=time.monotonic() + 2)
     assert second >= first + 0.5
 
 
-def test_keys_expire_after_the_window(client: redis.Redis, prefix: str) -> None:
-    limit = limiter(client, prefix, max_requests=3, max_tokens=10, window=0.2)
+def test_keys_expire_after_the_window(redis_db: TestRedis) -> None:
+    limit = limiter(redis_db, max_requests=3, max_tokens=10, window=0.2)
     limit.acquire(tokens=4)
     for key in limit.keys:
-        assert 0 < client.pttl(key) <= 1200
+        assert 0 < redis_db.client.pttl(key) <= 1200
     time.sleep(1.3)
-    assert not list(client.scan_iter(match=f"{prefix}*"))
+    assert not redis_db.own_keys()
 
 
-def test_a_lost_token_counter_is_rebuilt_from_the_log(client: redis.Redis, prefix: str) -> None:
-    limit = limiter(client, prefix, max_tokens=100, window=5.0)
+def test_a_lost_token_counter_is_rebuilt_from_the_log(redis_db: TestRedis) -> None:
+    limit = limiter(redis_db, max_tokens=100, window=5.0)
     limit.acquire(tokens=80)
-    client.delete(limit.keys[1])  # as maxmemory eviction might
+    redis_db.client.delete(limit.keys[1])  # as maxmemory eviction might
     with pytest.raises(ProviderRateLimited):
         limit.acquire(tokens=30, deadline=time.monotonic() + 0.5)
     limit.acquire(tokens=20)
-    assert int(client.get(limit.keys[1]) or 0) == 100
+    assert int(redis_db.client.get(limit.keys[1]) or 0) == 100
 
 
 def test_unreachable_redis_is_a_dependency_error() -> None:
@@ -237,15 +221,15 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_two_processes_share_one_limit(prefix: str, case: str) -> None:
+def test_two_processes_share_one_limit(redis_db: TestRedis, case: str) -> None:
     max_requests, max_tokens, sizes, pause = CASES[case]
     start_at = time.time() + 1.0  # time for both interpreters to start
     stop_at = start_at + 3.5 * WINDOW
-    argv = [prefix, max_requests, max_tokens, WINDOW, start_at, stop_at, sizes, pause]
+    argv = [redis_db.prefix, max_requests, max_tokens, WINDOW, start_at, stop_at, sizes, pause]
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", HAMMER, *map(str, argv)],
-            cwd=REPO_ROOT,
+            cwd=REPO_DIR,
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -259,8 +243,8 @@ def test_two_processes_share_one_limit(prefix: str, case: str) -> None:
     )
 
 
-def test_threads_share_one_limit(client: redis.Redis, prefix: str) -> None:
-    limit = limiter(client, prefix, max_requests=5, max_tokens=40)
+def test_threads_share_one_limit(redis_db: TestRedis) -> None:
+    limit = limiter(redis_db, max_requests=5, max_tokens=40)
     per_thread: list[list[tuple[float, float, int]]] = [[] for _ in range(4)]
     start = threading.Barrier(len(per_thread))
     stop_at = time.time() + 3.5 * WINDOW

@@ -412,7 +412,7 @@ def test_threads_share_one_store(store: VectorStore) -> None:
                 )
                 store.query_sparse("docs", encode_query(f"w{worker}"), limit=5)
                 store.retire("docs", f"w{worker}", keep_version=version)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]

@@ -4,7 +4,8 @@ still end exactly once, with the store holding each document once.
 
 Embeddings come from the fake server of this process, so a test decides how long a job stays in
 the embedding stage. Every worker runs the housekeeping sweep (every 2 s) and a job's heartbeat
-goes stale after 5 s (tests/service.py), so a lost attempt is noticed within seconds.
+goes stale after 5 s (tests/support/docingest_service.py), so a lost attempt is noticed within
+seconds.
 """
 
 from __future__ import annotations
@@ -22,16 +23,7 @@ from pipeline.search import SearchRequest, search
 from pipeline.settings import Settings
 from pipeline.store.connection import Connection
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
-from tests.e2e.client import EXAMPLES_DIR, Json
-from tests.embedding_server import FakeEmbeddingServer
-from tests.jobs_support import (
-    FAKE_DIMENSIONS,
-    job_spec,
-    private_redis,
-    service_settings,
-    unique_prefix,
-)
-from tests.reliability.crash_support import (
+from tests.support.crash import (
     Deployment,
     FailingWrites,
     PrivateRedis,
@@ -44,10 +36,16 @@ from tests.reliability.crash_support import (
     kill,
     notes,
     start_deployment,
-    wait_for,
     wait_for_job_state,
 )
-from tests.service import TEST_REDIS_URL, ServiceEnv, purge_keys
+from tests.support.docingest_service import ServiceEnv
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.http_client import Json
+from tests.support.jobs import job_spec
+from tests.support.paths import EXAMPLES_DIR
+from tests.support.redis_db import TEST_REDIS_URL, private_redis, purge_keys, unique_prefix
+from tests.support.settings import FAKE_DIMENSIONS, service_settings
+from tests.support.waiting import wait_until
 from workers.app import INGEST_TASK, create_celery_app
 
 README = EXAMPLES_DIR / "docling-README.md"
@@ -217,10 +215,14 @@ def test_a_duplicate_delivery_of_a_running_or_finished_job_does_nothing(
         job_id = deployment.api.submit(index, README)
         wait_for_job_state(deployment, job_id, embedding)
         celery.send_task(INGEST_TASK, args=[job_id], queue=INGEST_QUEUE)
-        wait_for("the duplicate refused", lambda: runs(deployment, job_id, "busy"), timeout=30)
+        wait_until(
+            lambda: runs(deployment, job_id, "busy"), timeout=30, what="the duplicate refused"
+        )
         job = deployment.api.wait(job_id)
         celery.send_task(INGEST_TASK, args=[job_id], queue=INGEST_QUEUE)
-        wait_for("the late copy refused", lambda: runs(deployment, job_id, "finished"), timeout=30)
+        wait_until(
+            lambda: runs(deployment, job_id, "finished"), timeout=30, what="the late copy refused"
+        )
     finally:
         celery.close()
 

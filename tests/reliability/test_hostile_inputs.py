@@ -29,10 +29,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.client import assert_error
-from tests.images import KNOWN_TEXT
-from tests.reliability import hostile
-from tests.reliability.hostile_service import (
+from tests.support import hostile_files as hostile
+from tests.support.hostile_service import (
     BOUNDARY,
     INDEX,
     JOB_ID,
@@ -50,6 +48,8 @@ from tests.reliability.hostile_service import (
     run_job,
     search_texts,
 )
+from tests.support.http_client import assert_error
+from tests.support.image_files import KNOWN_TEXT
 
 
 @pytest.fixture(scope="module")

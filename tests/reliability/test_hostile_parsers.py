@@ -18,8 +18,8 @@ from pipeline.errors import CorruptDocument, DocumentTooLarge
 from pipeline.isolation.parent import Limits, prepare_isolated
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
-from tests.images import KNOWN_TEXT
-from tests.reliability import hostile
+from tests.support import hostile_files as hostile
+from tests.support.image_files import KNOWN_TEXT
 
 
 @pytest.mark.parametrize(

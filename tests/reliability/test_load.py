@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from pipeline.settings import Settings
-from tests.reliability.load_checks import check_api, check_store
-from tests.reliability.load_support import plan_uploads, run_load, serving, source_files
+from tests.support.load import plan_uploads, run_load, serving, source_files
+from tests.support.load_checks import check_api, check_store
 
 UPLOADS, CLIENTS, SEARCHERS = 60, 8, 1
 SEARCH_PAUSE = 0.1

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 from selenium import webdriver
 
-from tests.service import ServiceEnv, running_serve
-from tests.web.browser import Screenshots, missing_browser, start_chromium
+from tests.support.browser import Screenshots, missing_browser, start_chromium
+from tests.support.docingest_service import ServiceEnv, running_serve
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +44,3 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chro
 def shots(browser: webdriver.Chrome, request: pytest.FixtureRequest) -> Screenshots:
     """Numbered screenshots of this test, saved under the artifacts directory."""
     return Screenshots(browser, request.node.name)
-
-
-@pytest.fixture
-def upload_dir(tmp_path: Path) -> Path:
-    return tmp_path

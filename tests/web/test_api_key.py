@@ -13,9 +13,9 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.service import ServiceEnv, running_serve
-from tests.web import page
-from tests.web.browser import Screenshots, text_of, wait_for
+from tests.support import web_page as page
+from tests.support.browser import Screenshots, text_of, wait_for
+from tests.support.docingest_service import ServiceEnv, running_serve
 
 KEY = "web-test-key-4f2a9c"
 DOCX = Path(__file__).resolve().parents[2] / "examples" / "tika-sample-word-document.docx"

@@ -12,10 +12,10 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.conftest import CORPUS_DIR
-from tests.service import ServiceEnv, wait_for_job
-from tests.web import page
-from tests.web.browser import Screenshots, console_errors, text_of, wait_for
+from tests.support import web_page as page
+from tests.support.browser import Screenshots, console_errors, text_of, wait_for
+from tests.support.docingest_service import ServiceEnv, wait_for_job
+from tests.support.paths import CORPUS_DIR
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 README = EXAMPLES / "docling-README.md"

@@ -14,16 +14,11 @@ from celery import Celery
 
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE, JobStatus
 from pipeline.services import Services
-from tests.embedding_server import FakeEmbeddingServer
-from tests.jobs_support import (
-    FAKE_DIMENSIONS,
-    job_spec,
-    private_redis,
-    service_settings,
-    unique_prefix,
-    wait_for_status,
-    wait_until,
-)
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.jobs import job_spec, wait_for_status
+from tests.support.redis_db import private_redis, unique_prefix
+from tests.support.settings import FAKE_DIMENSIONS, service_settings
+from tests.support.waiting import wait_until
 from workers import context
 from workers.app import HOUSEKEEPING_TASK, INGEST_TASK, create_celery_app
 from workers.broker import job_ids_in_broker

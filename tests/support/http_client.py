@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.service import wait_for_job
+from pipeline.keys import TERMINAL_STATUSES
+from tests.support.docingest_service import wait_for_job
+from tests.support.waiting import wait_until
 
-REPO_DIR = Path(__file__).resolve().parents[2]
-EXAMPLES_DIR = REPO_DIR / "examples"
 JOB_TIMEOUT = 180.0
 """Seconds one job may take; generous, as the test machine is small and shared."""
 
@@ -105,13 +105,16 @@ def assert_error(response: httpx.Response, status: int, code: str) -> str:
     return message
 
 
-def poll_until(job_id: str, client: ApiClient, done: Any, *, timeout: float = 120.0) -> Json:
+def poll_until(
+    job_id: str, client: ApiClient, done: Callable[[Json], bool], *, timeout: float = 120.0
+) -> Json:
     """Poll the job quickly until `done(job)` is true; fail if it finishes first."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def reached() -> Json | None:
         job = client.job(job_id)
         if done(job):
             return job
-        assert job["status"] not in ("completed", "failed", "cancelled"), job
-        assert time.monotonic() < deadline, f"condition not met within {timeout} s: {job}"
-        time.sleep(0.02)
+        assert job["status"] not in TERMINAL_STATUSES, job
+        return None
+
+    return wait_until(reached, timeout=timeout, what=f"job {job_id} reaching the state")

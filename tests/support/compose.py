@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO_DIR = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO_DIR
+
 COMPOSE_FILE = REPO_DIR / "docker-compose.yml"
 ENV_EXAMPLE = REPO_DIR / ".env.example"
 DEPLOY_DIR = REPO_DIR / "deploy"

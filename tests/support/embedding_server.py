@@ -15,7 +15,7 @@ inputs match. A fault is a `Fault` or a dict of its fields, e.g. `{"status": 429
 `latency` is the least time between receiving a request and answering it (the vectors are
 computed inside it), plus a uniform random `latency_jitter`. Every request is recorded.
 
-Manual use: `python tests/embedding_server.py --port 8099 --latency-ms 100`.
+Manual use: `python tests/support/embedding_server.py --port 8099 --latency-ms 100`.
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return None
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:  # http.server's naming
         owner = self.server.owner
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         received = time.monotonic()

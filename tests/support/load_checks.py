@@ -1,4 +1,4 @@
-"""What a load run (`load_support.run_load`) must have left behind, checked from outside.
+"""What a load run (`load.run_load`) must have left behind, checked from outside.
 
 Through the API, while the service runs: every upload answered 202 with a job id of its own;
 every job is known (not lost) and ended; a failed job carries a code, and the only expected one
@@ -26,7 +26,7 @@ import httpx
 
 from pipeline.settings import Settings
 from pipeline.store import VectorStore
-from tests.reliability.load_support import Json, LoadRun, Upload
+from tests.support.load import Json, LoadRun, Upload
 
 EXPECTED_FAILURES = {"superseded"}
 """Codes a job may fail with in a clean load, and only when its document was uploaded again."""

@@ -9,7 +9,7 @@ import zlib
 
 from PIL import Image, ImageDraw, ImageFont
 
-from tests.pdfs import build_pdf, stream
+from tests.support.pdf_files import build_pdf, stream
 
 KNOWN_TEXT = [
     "Rivers carry sediment from the mountains to the sea,",

@@ -12,9 +12,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
-from tests.web.browser import text_of, wait_for
-
-FINAL = ("completed", "failed", "cancelled")
+from pipeline.keys import TERMINAL_STATUSES
+from tests.support.browser import text_of, wait_for
 
 RECORD_UPLOADS = """
 window.uploadLog = [];
@@ -114,7 +113,9 @@ def wait_for_uploads(
 
     def finished(d: webdriver.Chrome) -> dict[str, WebElement] | None:
         rows = upload_rows(d)
-        if all(n in rows and rows[n].get_attribute("data-state") in FINAL for n in names):
+        if all(
+            n in rows and rows[n].get_attribute("data-state") in TERMINAL_STATUSES for n in names
+        ):
             return rows
         return None
 

@@ -20,9 +20,10 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.support.paths import TESTS_DIR
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-TESTS_DIR = Path(__file__).resolve().parent.parent
 
 FLAGS = (
     "--headless=new",
@@ -75,7 +76,7 @@ def start_chromium(profile_dir: Path, *, width: int = 1280, height: int = 900) -
 
 def wait_for(
     driver: webdriver.Chrome,
-    condition: Callable[[webdriver.Chrome], T],
+    condition: Callable[[webdriver.Chrome], T | None],
     *,
     timeout: float = 120.0,
     message: str = "",
@@ -87,7 +88,8 @@ def wait_for(
     waiting = WebDriverWait(
         driver, timeout, poll_frequency=0.2, ignored_exceptions=[StaleElementReferenceException]
     )
-    result: T = waiting.until(condition, message=message)
+    result = waiting.until(condition, message=message)
+    assert result is not None  # `until` returns only a truthy value (else it raises)
     return result
 
 

@@ -11,8 +11,8 @@ import httpx
 
 from api.app import create_app
 from pipeline.settings import Settings
-from tests.conftest import CORPUS_DIR
-from tests.servers import serve_app
+from tests.support.paths import CORPUS_DIR
+from tests.support.uvicorn_server import serve_app
 
 API_DOC = CORPUS_DIR.parent / "API.md"
 """The contract sits beside the corpus in the shared folder (found the same way)."""

@@ -19,21 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import redis
 
-TEST_REDIS_URL = "redis://127.0.0.1:6379/15"
+from pipeline.keys import TERMINAL_STATUSES
+from tests.support.redis_db import TEST_REDIS_URL
+from tests.support.waiting import wait_until
+
 DOCINGEST = Path(sys.executable).with_name("docingest")
-
-
-def purge_keys(prefix: str) -> None:
-    """Delete every Redis key of one test deployment (its unique prefix on DB 15)."""
-    connection = redis.Redis.from_url(TEST_REDIS_URL)
-    try:
-        keys = list(connection.scan_iter(match=f"{prefix}*", count=500))
-        for start in range(0, len(keys), 500):
-            connection.delete(*keys[start : start + 500])
-    finally:
-        connection.close()
 
 
 def free_port() -> int:
@@ -145,11 +136,13 @@ def wait_for_job(
     client: httpx.Client, job_id: str, *, timeout: float = 180.0, poll: float = 0.2
 ) -> dict[str, object]:
     """Poll a job until it is completed, failed or cancelled; return its last state."""
-    deadline = time.monotonic() + timeout
-    while True:
-        job: dict[str, object] = client.get(f"/v1/jobs/{job_id}").raise_for_status().json()
-        if job["status"] in ("completed", "failed", "cancelled"):
-            return job
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"job {job_id} still {job['status']} after {timeout:.0f} s: {job}")
-        time.sleep(poll)
+    last: list[dict[str, object]] = []
+
+    def ended() -> dict[str, object] | None:
+        last[:] = [client.get(f"/v1/jobs/{job_id}").raise_for_status().json()]
+        return last[0] if last[0]["status"] in TERMINAL_STATUSES else None
+
+    try:
+        return wait_until(ended, timeout=timeout, what=f"job {job_id} ending", poll=poll)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}; last state: {last[0] if last else None}") from None

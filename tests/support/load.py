@@ -24,13 +24,14 @@ from typing import Any
 
 import httpx
 
+from pipeline.keys import TERMINAL_STATUSES
 from pipeline.settings import Settings
-from tests.e2e.client import EXAMPLES_DIR
-from tests.embedding_server import FakeEmbeddingServer
-from tests.service import ServiceEnv, purge_keys, running_serve
+from tests.support.docingest_service import ServiceEnv, running_serve
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.paths import EXAMPLES_DIR
+from tests.support.redis_db import purge_keys
 
 Json = dict[str, Any]
-TERMINAL = ("completed", "failed", "cancelled")
 
 CORPUS_FILES = (  # small real documents of every format that ingest cleanly
     "docx/complex-numbered-lists.docx",
@@ -61,7 +62,7 @@ QUERIES = (
     "essay assignment worldview",
     "subtitles",
 )
-PRODUCTION = (  # tests/service.py shortens these for fast tests; a load test keeps the defaults
+PRODUCTION = (  # docingest_service.py shortens these for fast tests; a load test keeps the defaults
     "heartbeat_interval_seconds",
     "heartbeat_timeout_seconds",
     "housekeeping_interval_seconds",
@@ -308,4 +309,4 @@ def _active(client: httpx.Client, index: str) -> bool:
 
 
 def _unfinished(job: Json | None) -> bool:
-    return job is not None and job["status"] not in TERMINAL
+    return job is not None and job["status"] not in TERMINAL_STATUSES

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.client import ApiClient, Json
-from tests.reliability import hostile
-from tests.service import Process, ServiceEnv, purge_keys, running_serve
+from tests.support import hostile_files as hostile
+from tests.support.docingest_service import Process, ServiceEnv, running_serve
+from tests.support.http_client import ApiClient, Json
+from tests.support.redis_db import purge_keys
 
 LIMITS = {
     "DOCINGEST_MAX_PAGES": "2000",

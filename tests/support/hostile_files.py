@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pypdf import PdfReader, PdfWriter
 
-from tests.images import encoded, text_image
-from tests.pdfs import build_pdf, stream
-from tests.pipeline.test_extract_docx import OFFICE_RELS, OPC, WORD_MAIN, build_docx, document_xml
+from tests.support.docx_files import OFFICE_RELS, OPC, WORD_MAIN, build_docx, document_xml
+from tests.support.image_files import encoded, text_image
+from tests.support.pdf_files import build_pdf, stream
 
 MiB = 1 << 20
 

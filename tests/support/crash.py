@@ -10,28 +10,26 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from redis import Redis
 
 from docingest.redis_server import ensure_redis
 from pipeline.errors import DependencyUnavailable
-from pipeline.keys import Keys
+from pipeline.keys import TERMINAL_STATUSES, Keys
 from pipeline.services import Services
 from pipeline.settings import Settings
 from pipeline.store import ChunkRecord, VectorStore
 from pipeline.store.connection import Connection
-from tests.e2e.client import ApiClient, Json
-from tests.embedding_server import FakeEmbeddingServer
-from tests.jobs_support import FAKE_DIMENSIONS, FAKE_MODEL
-from tests.service import Process, ServiceEnv, free_port, start, wait_until_up
+from tests.support.docingest_service import Process, ServiceEnv, free_port, start, wait_until_up
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.http_client import ApiClient, Json
+from tests.support.settings import FAKE_DIMENSIONS, FAKE_MODEL
+from tests.support.waiting import wait_until
 
-TERMINAL = ("completed", "failed", "cancelled")
 WORKER_NUMBERS = itertools.count(1)
 """Numbers every worker of the session, so each has a log file of its own."""
 
@@ -127,7 +125,9 @@ class Deployment:
         """Jobs finished per terminal status since the test began, as the job scripts counted
         them (once per job)."""
         counts = self._counts()
-        return {status: counts[status] - self.baseline.get(status, 0) for status in TERMINAL}
+        return {
+            status: counts[status] - self.baseline.get(status, 0) for status in TERMINAL_STATUSES
+        }
 
     def _counts(self) -> dict[str, int]:
         client = self.redis()
@@ -135,7 +135,7 @@ class Deployment:
             counts = client.hgetall(self.keys.finished)
         finally:
             client.close()
-        return {status: int(counts.get(status, 0)) for status in TERMINAL}
+        return {status.value: int(counts.get(status, 0)) for status in TERMINAL_STATUSES}
 
     def open_store(self) -> VectorStore:
         """Open the local-mode store the workers wrote (only once none of them runs)."""
@@ -157,20 +157,6 @@ def start_deployment(env: ServiceEnv) -> Deployment:
     return deployment.for_test()
 
 
-def wait_for(
-    what: str, condition: Callable[[], Any], *, timeout: float = 60.0, poll: float = 0.02
-) -> Any:
-    """Poll until `condition()` returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(poll)
-
-
 def wait_for_job_state(
     deployment: Deployment, job_id: str, done: Callable[[Json], bool], *, timeout: float = 60.0
 ) -> Json:
@@ -180,11 +166,10 @@ def wait_for_job_state(
         job = deployment.api.job(job_id)
         if done(job):
             return job
-        assert job["status"] not in TERMINAL, (job, deployment.logs())
+        assert job["status"] not in TERMINAL_STATUSES, (job, deployment.logs())
         return None
 
-    result: Json = wait_for(f"job {job_id}", reached, timeout=timeout)
-    return result
+    return wait_until(reached, timeout=timeout, what=f"job {job_id} reaching the state")
 
 
 def children(pid: int) -> list[int]:

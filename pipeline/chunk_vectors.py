@@ -1,0 +1,68 @@
+"""The vectors of a document's chunks: dense ones reused by text hash or embedded, and the
+text each keyword (sparse) vector is built from."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pipeline.chunking import Chunk
+from pipeline.embedders.base import Embedder
+from pipeline.errors import Cancelled
+
+
+def text_hash(text: str) -> str:
+    """Return the sha256 hex digest of a chunk's text (the key of vector reuse)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def keyword_text(chunk: Chunk) -> str:
+    """Return the text a chunk's keyword vector is built from: its heading path and text."""
+    return "\n".join([*chunk.headings, chunk.text])
+
+
+def embed_missing(
+    chunks: Sequence[Chunk],
+    hashes: Sequence[str],
+    reusable: dict[str, np.ndarray],
+    *,
+    embedder: Embedder,
+    slice_size: int,
+    on_progress: Callable[[int, int], None],
+    cancelled: Callable[[], bool],
+) -> dict[str, np.ndarray]:
+    """Return text hash → vector for every chunk, embedding each missing text once.
+
+    Embeds `slice_size` texts per `embed_documents` call; `on_progress(done, total)` counts
+    chunks with a vector; raises `Cancelled` when `cancelled()` turns true between slices.
+    """
+    vectors = dict(reusable)
+    missing: dict[str, str] = {}  # hash → text, first occurrence; repeated chunks embed once
+    weight: dict[str, int] = {}  # chunks sharing each missing text
+    for chunk, digest in zip(chunks, hashes, strict=True):
+        if digest not in vectors:
+            missing.setdefault(digest, chunk.text)
+            weight[digest] = weight.get(digest, 0) + 1
+    total = len(chunks)
+    done = total - sum(weight.values())
+    on_progress(done, total)
+    todo = list(missing.items())
+    for start in range(0, len(todo), slice_size):
+        if cancelled():
+            raise Cancelled()
+        batch = todo[start : start + slice_size]
+        base = done
+
+        def report(count: int, base: int = base) -> None:
+            on_progress(base + count, total)  # ≤ the exact count below
+
+        embedded = embedder.embed_documents([text for _, text in batch], on_progress=report)
+        if embedded.shape != (len(batch), embedder.dimensions):
+            raise ValueError(f"the embedder returned shape {embedded.shape} for {len(batch)}")
+        for (digest, _), vector in zip(batch, embedded, strict=True):
+            vectors[digest] = vector
+            done += weight[digest]
+        on_progress(done, total)
+    return vectors

@@ -1,0 +1,65 @@
+"""The embedding providers by name, and `build_embedder`, which builds an index's embedder.
+
+A provider is a factory registered under the name an `EmbeddingConfig` carries, as simonw/llm's
+`register_embedding_models` hook does: adding one is a `register_provider` call, not another
+branch. The factories import their provider's module when called, so neither onnxruntime nor
+openai is imported until an embedder of that kind is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pipeline.embedders.base import Embedder, EmbeddingConfig
+from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+EmbedderFactory = Callable[[EmbeddingConfig, Settings, "Redis | None"], Embedder]
+"""Build an embedder for (config, settings, redis); `redis` shares rate limits, if any."""
+
+PROVIDERS: dict[str, EmbedderFactory] = {}
+"""Provider name → factory; `EmbeddingConfig.provider` names one of these."""
+
+
+def register_provider(name: str, factory: EmbedderFactory) -> None:
+    """Make `factory` build the embedders of provider `name` (replacing any before it)."""
+    PROVIDERS[name] = factory
+
+
+def build_embedder(
+    config: EmbeddingConfig, *, settings: Settings, redis: Redis | None = None
+) -> Embedder:
+    """Build the embedder for `config`; `redis` enables the shared rate limiter."""
+    try:
+        factory = PROVIDERS[config.provider]
+    except KeyError:
+        known = ", ".join(sorted(PROVIDERS))
+        raise ValueError(
+            f"unknown embedding provider {config.provider!r}; known: {known}"
+        ) from None
+    return factory(config, settings, redis)
+
+
+def _local(config: EmbeddingConfig, settings: Settings, redis: Redis | None) -> Embedder:
+    """The bundled ONNX model, run in this process (no rate limit: nothing is shared)."""
+    from pipeline.embedders.local import LocalEmbedder
+
+    return LocalEmbedder.load(
+        model=config.model, dimensions=config.dimensions, threads=settings.local_model_threads
+    )
+
+
+def _openai(config: EmbeddingConfig, settings: Settings, redis: Redis | None) -> Embedder:
+    """OpenAI or any OpenAI-compatible `/v1/embeddings` server."""
+    from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
+
+    return OpenAICompatibleEmbedder.from_settings(
+        model=config.model, dimensions=config.dimensions, settings=settings, redis=redis
+    )
+
+
+register_provider("local", _local)
+register_provider("openai", _openai)

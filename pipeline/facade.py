@@ -1,0 +1,94 @@
+"""`Pipeline`: the whole pipeline in one process, without the service or its queue.
+
+What the worker does for an upload (prepare in a limited child, embed, store as a new version
+of the document, retire the old one) and what the API does for a search, behind three calls.
+Redis must answer at `settings.redis_url`: it hands out the document versions that make
+re-ingesting safe. The store is local mode in `settings.data_dir`, or the Qdrant server at
+`settings.qdrant_url`; local mode allows one process per directory, so do not run this beside
+a `docingest serve` on the same data directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pipeline.indexing import IndexRequest, IndexResult, index_document
+from pipeline.isolation.parent import prepare_file
+from pipeline.redis_errors import map_redis_errors
+from pipeline.search import SearchRequest, SearchResponse
+from pipeline.services import Services
+from pipeline.settings import Settings, get_settings
+
+
+class Pipeline:
+    """Ingest files into indexes and search them; thread-safe; close it (or use `with`)."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._services = Services(settings or get_settings(), owns_store=True)
+
+    @property
+    def settings(self) -> Settings:
+        return self._services.settings
+
+    def ingest(
+        self,
+        index: str,
+        path: str | Path,
+        *,
+        document_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        force: bool = False,
+    ) -> IndexResult:
+        """Ingest the file at `path` into `index` (created with the settings' defaults when
+        missing) as `document_id` (default: the file's name), replacing any older version.
+
+        Unchanged content is not embedded again. Raises a `PermanentError` for a bad file.
+        """
+        services, path = self._services, Path(path)
+        document_id = document_id or path.name
+        config = services.ensure_index(index)
+        prepared = prepare_file(
+            path, filename=path.name, settings=services.settings, chunking=config.chunking
+        )
+        request = IndexRequest(
+            prepared,
+            index=index,
+            document_id=document_id,
+            version=services.next_version(index, document_id),
+            user_metadata=metadata or {},
+            force=force,
+        )
+        with map_redis_errors():  # the fence's Redis calls, which the store phase makes
+            return index_document(
+                request,
+                store=services.store,
+                embedder=services.embedder_for(config.embedding),
+                fence=services.fence,
+            )
+
+    def search(self, index: str, query: str, **options: Any) -> SearchResponse:
+        """Search `index` for `query`; `options` are `SearchRequest`'s (`top_k`, `mode`,
+        `filter`, `max_chunks_per_document`, `score_threshold`). Scores: higher is better."""
+        return self._services.search(index, SearchRequest(query=query, **options))
+
+    def close(self) -> None:
+        """Release the store (and its local-mode lock) and the Redis connections."""
+        self._services.close()
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_pipeline(settings: Settings | None = None) -> Pipeline:
+    """Open the pipeline with `settings` (default: from the `DOCINGEST_*` environment)."""
+    return Pipeline(settings)

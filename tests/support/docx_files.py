@@ -1,0 +1,60 @@
+"""Minimal DOCX packages built at test time (for the extractor's and the hostile-input tests)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+OPC = "http://schemas.openxmlformats.org/package/2006"
+OFFICE_RELS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+CONTENT_TYPES = (
+    f'<Types xmlns="{OPC}/content-types">'
+    '<Default Extension="rels" '
+    'ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+    '<Default Extension="xml" ContentType="application/xml"/>'
+    '<Default Extension="png" ContentType="image/png"/>'
+    '<Override PartName="/word/document.xml" ContentType="{main}"/></Types>'
+)
+WORD_MAIN = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+PACKAGE_RELS = (
+    f'<Relationships xmlns="{OPC}/relationships"><Relationship Id="rId1" '
+    f'Target="word/document.xml" Type="{OFFICE_RELS}/officeDocument"/></Relationships>'
+)
+IMAGE_RELS = (
+    f'<Relationships xmlns="{OPC}/relationships"><Relationship Id="rId9" '
+    f'Target="media/image1.png" Type="{OFFICE_RELS}/image"/></Relationships>'
+)
+
+
+def document_xml(body: str, *, prolog: str = "") -> str:
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>{prolog}<w:document xmlns:w="{W_NS}" '
+        'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006">'
+        f"<w:body>{body}</w:body></w:document>"
+    )
+
+
+def build_docx(
+    document: str,
+    *,
+    main: str = WORD_MAIN,
+    members: dict[str, str] | None = None,
+    zeros: tuple[str, int] | None = None,
+) -> bytes:
+    """Return a minimal DOCX with extra `members`, and a member of `zeros[1]` MiB of zeros.
+
+    The zeros are streamed into the archive, so the test never holds them in memory.
+    """
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", CONTENT_TYPES.format(main=main))
+        archive.writestr("_rels/.rels", PACKAGE_RELS)
+        archive.writestr("word/document.xml", document)
+        for name, text in (members or {}).items():
+            archive.writestr(name, text)
+        if zeros:
+            with archive.open(zeros[0], "w") as member:
+                for _ in range(zeros[1]):
+                    member.write(bytes(1 << 20))
+    return buffer.getvalue()
