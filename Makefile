@@ -30,6 +30,7 @@ test: install
 bench: install
 	$(BIN)/python bench/bench_chunking.py
 	$(BIN)/python bench/bench_extraction.py
+	$(BIN)/python bench/bench_pdf_engines.py --skip-pypdf-on-big
 	$(BIN)/python bench/bench_service.py --quick
 
 run: install

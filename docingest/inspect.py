@@ -62,6 +62,9 @@ def _print_human(path: Path, prepared: PreparedDocument) -> None:
     for key, value in prepared.document.extra.items():  # e-mail headers, hidden sheets, ...
         shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
         print(f"   {key}: {' '.join(shown.split())[:EXTRA_CHARS]}")  # a DOCX header has lines
+    if meta.get("ocr"):
+        pages_read = ", ".join(str(page) for page in meta["ocr"]["pages"])
+        print(f"   ocr: pages {pages_read}, mean confidence {meta['ocr']['confidence']}")
     for chunk in prepared.chunks:
         pages_span = (
             f"p{chunk.page_start}"

@@ -3,9 +3,9 @@
 The bytes decide; a file name or content type is only a tie-breaker for text that could be
 read two ways (prose in a `.md` file, a few `#` lines in a `.txt` file, records in a `.txt`
 file). Order of evidence: container magic (PDF, ZIP packages by their directory, OLE2; see
-`detect_package`), other known binary magic, then the decoded text: an RFC 822 header block
-(e-mail), markup (HTML), delimited records (CSV, see `sniff`), then its structure (Markdown
-versus plain text).
+`detect_package`), image magic (PNG, JPEG, TIFF, WebP: read by OCR), other known binary magic,
+then the decoded text: an RFC 822 header block (e-mail), markup (HTML), delimited records
+(CSV, see `sniff`), then its structure (Markdown versus plain text).
 
 `Detection.encoding` is what `textcodec.decode_text` found for Markdown and text. For HTML
 it is set only when the file starts with a byte-order mark: otherwise the HTML extractor
@@ -25,16 +25,15 @@ from pipeline.errors import EmptyDocument, UnsupportedFormat
 from pipeline.sniff import csv_dialect, looks_like_email
 from pipeline.textcodec import control_ratio, decode_text
 
+# Images read through OCR (`extract/image.py`), by their magic numbers.
+_IMAGE_MAGICS = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
+
 # (offset, magic, what it is). A table rather than `filetype`/`puremagic`: we only need to
 # name the common things people upload by mistake; everything else that is binary is caught
 # by the control-character test on the decoded text.
 _MAGIC: tuple[tuple[int, bytes, str], ...] = (
-    (0, b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (0, b"\xff\xd8\xff", "a JPEG image"),
     (0, b"GIF87a", "a GIF image"),
     (0, b"GIF89a", "a GIF image"),
-    (0, b"II*\x00", "a TIFF image"),
-    (0, b"MM\x00*", "a TIFF image"),
     (0, b"\x00\x00\x01\x00", "an icon image (ICO)"),
     (0, b"\x7fELF", "an ELF executable"),
     (0, b"\xfe\xed\xfa\xce", "a Mach-O executable"),
@@ -62,7 +61,7 @@ _MAGIC: tuple[tuple[int, bytes, str], ...] = (
     (0, b"%!PS", "a PostScript file"),
     (0, b"{\\rtf", "an RTF document"),
 )
-_RIFF = {b"WEBP": "a WebP image", b"WAVE": "a WAV audio file", b"AVI ": "an AVI video"}
+_RIFF = {b"WAVE": "a WAV audio file", b"AVI ": "an AVI video"}
 _BZIP2 = re.compile(rb"\ABZh[1-9]1AY&SY")
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
@@ -155,6 +154,8 @@ def detect(
         return detect_zip(data, suffix=PurePath(filename or "").suffix.lower())
     if data.startswith(_OLE2):
         reject_ole2(data)
+    if data.startswith(_IMAGE_MAGICS) or (data.startswith(b"RIFF") and data[8:12] == b"WEBP"):
+        return Detection(DocumentFormat.IMAGE)
     if (kind := _binary_kind(data)) is not None:
         raise UnsupportedFormat(f"This file is {kind}, which is not supported; {_SUPPORTED}.")
     # Readers accept junk before the header; checked after the magics so that a ZIP holding

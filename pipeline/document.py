@@ -21,6 +21,7 @@ class DocumentFormat(StrEnum):
     EPUB = "epub"
     ODT = "odt"
     EML = "eml"
+    IMAGE = "image"
 
 
 class BlockKind(StrEnum):

@@ -31,6 +31,7 @@ import numpy as np
 from pipeline.chunk_vectors import embed_missing, keyword_text, text_hash
 from pipeline.embedders.base import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
+from pipeline.metadata import ocr_of_pages, ocr_summary
 from pipeline.prepare import Prepared
 from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, StoredDocument, VectorStore
@@ -99,6 +100,8 @@ class IndexResult:
     chunks: int
     chunks_reused: int
     unchanged: bool
+    ocr_pages: int = 0
+    """Pages whose text came from OCR."""
 
 
 def index_document(
@@ -137,6 +140,7 @@ def index_document(
 
     run.write_publish_retire(records)  # the steps "write", "publish" and "retire"
     meta = request.prepared.metadata
+    ocr = ocr_summary(meta.get("ocr"))
     return IndexResult(
         document_id=request.document_id,
         version=request.version,
@@ -146,6 +150,7 @@ def index_document(
         chunks=len(records),
         chunks_reused=reused,
         unchanged=False,
+        ocr_pages=len(ocr["pages"]) if ocr else 0,
     )
 
 
@@ -237,6 +242,7 @@ class _Run:
             cancelled=self.hooks.should_cancel,
         )
         fields = _document_fields(self.request)
+        ocr = self.request.prepared.metadata.get("ocr")
         records = [
             ChunkRecord(
                 document_id=self.request.document_id,
@@ -252,6 +258,7 @@ class _Run:
                 dense=vectors[digest],
                 sparse=terms,
                 document=fields,
+                ocr=ocr_of_pages(ocr, chunk.page_start, chunk.page_end),
             )
             for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
         ]
@@ -338,6 +345,7 @@ def _document_fields(request: IndexRequest) -> DocumentFields:
         language=meta.get("language"),
         ingested_at=meta.get("ingested_at"),
         metadata=dict(request.user_metadata),
+        ocr=ocr_summary(meta.get("ocr")),
     )
 
 
@@ -351,4 +359,5 @@ def _stored_result(live: StoredDocument, *, unchanged: bool) -> IndexResult:
         chunks=live.chunks,
         chunks_reused=0,
         unchanged=unchanged,
+        ocr_pages=len(live.ocr["pages"]) if live.ocr else 0,
     )

@@ -27,7 +27,7 @@ RESERVED_KEYS = frozenset(
         "filename", "format", "size_bytes", "sha256", "content_sha256", "pages", "words",
         "characters", "ingested_at", "document_id", "index", "version", "chunk_index", "text",
         "start", "end", "page_start", "page_end", "headings", "text_hash", "job_id", "metadata",
-        "extra",
+        "extra", "ocr",
     }
 )  # fmt: skip
 _KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
@@ -103,7 +103,34 @@ def automatic_metadata(
         "created": _iso(document.created),
         "modified": _iso(document.modified),
         "ingested_at": now_iso(),
+        "ocr": document.extra.get("ocr"),
     }
+
+
+def ocr_summary(ocr: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A document's OCR record (`automatic_metadata()["ocr"]`) as stored and served: the
+    pages read by OCR and their word-weighted mean confidence (0-1); None without OCR."""
+    if not ocr or not ocr.get("pages"):
+        return None
+    return {"pages": list(ocr["pages"]), "confidence": ocr.get("confidence")}
+
+
+def ocr_of_pages(ocr: dict[str, Any] | None, first: int | None, last: int | None) -> Any:
+    """The OCR'd pages among `first`..`last` with their mean page confidence, for one chunk;
+    None when none of them was OCR'd."""
+    if not ocr or first is None:
+        return None
+    last = first if last is None else last
+    pairs = [
+        (page, confidence)
+        for page, confidence in zip(ocr["pages"], ocr["page_confidence"], strict=True)
+        if first <= page <= last
+    ]
+    if not pairs:
+        return None
+    known = [confidence for _, confidence in pairs if confidence is not None]
+    mean = round(sum(known) / len(known), 4) if known else None
+    return {"pages": [page for page, _ in pairs], "confidence": mean}
 
 
 def _check_value(key: str, value: Any) -> Any:

@@ -13,6 +13,7 @@ from pipeline.chunking import Chunk, ChunkingSpec, chunk_document
 from pipeline.detect import detect
 from pipeline.document import Detection, ExtractedDocument, PageReporter, join_blocks
 from pipeline.extract import extract
+from pipeline.extract.ocr import OcrPageHook
 from pipeline.metadata import automatic_metadata
 from pipeline.settings import Settings
 from pipeline.tokens import length_function_for
@@ -46,17 +47,19 @@ def prepare_document(
     chunking: ChunkingSpec | None = None,
     on_stage: Callable[[str], None] | None = None,
     on_page: PageReporter | None = None,
+    on_ocr_page: OcrPageHook | None = None,
 ) -> PreparedDocument:
     """Detect, extract and chunk `data`; raise a `PermanentError` subclass on bad input.
 
-    `on_stage` hears "detecting", "extracting" and "chunking" as each begins.
+    `on_stage` hears "detecting", "extracting" and "chunking" as each begins; `on_ocr_page`
+    is called before each page is OCR'd.
     """
     stage = on_stage or _ignore
     chunking = chunking or ChunkingSpec.from_settings(settings)
     stage("detecting")
     detection = detect(data, filename=filename, content_type=content_type)
     stage("extracting")
-    document = extract(data, detection, settings=settings, on_page=on_page)
+    document = extract(data, detection, settings=settings, on_page=on_page, on_ocr_page=on_ocr_page)
     text, _ = join_blocks(document.blocks)
     metadata = automatic_metadata(data, filename=filename, document=document, text=text)
     stage("chunking")

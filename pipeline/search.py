@@ -71,6 +71,8 @@ class Result(BaseModel):
     page_end: int | None
     headings: list[str]
     metadata: dict[str, Any]
+    ocr: dict[str, Any] | None = None
+    """The chunk's pages read by OCR, `{"pages", "confidence"}` (mean, 0-1); None if none."""
 
 
 class SearchResponse(BaseModel):
@@ -193,4 +195,5 @@ def _result(candidate: Candidate) -> Result:
         page_end=chunk.page_end,
         headings=chunk.headings,
         metadata=chunk.metadata,
+        ocr=chunk.ocr,
     )

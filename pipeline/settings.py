@@ -97,8 +97,8 @@ class Settings(BaseSettings):
     """Largest accepted upload, in bytes; larger uploads are refused with 413."""
 
     max_pages: int = Field(default=5000, gt=0)
-    """Largest PDF (in pages) or PPTX (in slides) that is extracted; larger ones fail with
-    `document_too_large`."""
+    """Largest PDF or TIFF (in pages) or PPTX (in slides) that is extracted; larger ones fail
+    with `document_too_large`."""
 
     max_extracted_chars: int = Field(default=50_000_000, gt=0)
     """Most characters of text one document may yield before `document_too_large`."""
@@ -119,8 +119,9 @@ class Settings(BaseSettings):
     """Address-space limit of the child process that parses one upload (bomb guard)."""
 
     extraction_cpu_seconds: int = Field(default=900, gt=0)
-    """CPU seconds the parsing child may use before it is killed (`timeout`); the 2,415-page
-    R reference manual took 212 s of wall-clock time on a loaded 2-core machine."""
+    """CPU seconds the parsing child may use before it is killed (`timeout`), OCR grants
+    included; the 2,415-page R reference manual needs about 7 (PDFium), a 200-page scan
+    200-600 (OCR at 1-3 s per page)."""
 
     extraction_cpu_seconds_per_mb: float = Field(default=60.0, gt=0)
     """CPU seconds a file gets per MiB on top of one minute, up to `extraction_cpu_seconds`:
@@ -132,8 +133,34 @@ class Settings(BaseSettings):
     isolate_extraction: bool = True
     """Parse uploads in a limited child process (keep on: a hostile file then kills only it)."""
 
+    max_image_pixels: int = Field(default=100_000_000, gt=0)
+    """Most pixels an uploaded image (each TIFF page) may declare, and the most a PDF page is
+    rendered to for OCR (a larger page is rendered at a lower resolution, down to 72 DPI);
+    beyond that `document_too_large`. 100 million is an A3 page scanned at 600 DPI, twice."""
+
     max_metadata_bytes: int = Field(default=16 * 1024, gt=0)
     """Largest user metadata object, measured as compact JSON in UTF-8."""
+
+    # --- OCR ---------------------------------------------------------------------------
+    ocr: Literal["auto", "off", "force"] = "auto"
+    """`auto` reads with Tesseract the PDF pages that have no text layer, and images;
+    `force` reads every PDF page so, ignoring its text layer (for a bad OCR layer); `off`
+    never (a scan then fails with `no_text_found`)."""
+
+    ocr_languages: str = Field(default="eng", pattern=r"^[A-Za-z_]+(?:\+[A-Za-z_]+)*$")
+    """Tesseract languages joined with `+`, e.g. `eng+deu`; each needs Debian's
+    `tesseract-ocr-<lang>` package (`tesseract-ocr-eng` is installed with docingest)."""
+
+    ocr_tessdata_dir: Path | None = None
+    """Directory of Tesseract's `<lang>.traineddata` files; None uses `TESSDATA_PREFIX` or
+    Debian's `/usr/share/tesseract-ocr/5/tessdata`."""
+
+    ocr_dpi: int = Field(default=300, ge=72, le=600)
+    """Resolution PDF pages are rendered at for OCR (Tesseract reads best near 300 DPI)."""
+
+    ocr_cpu_seconds_per_page: float = Field(default=20.0, gt=0)
+    """CPU seconds the parsing child is granted for each page it OCRs, on top of its own
+    limit and up to `extraction_cpu_seconds` (a 300 DPI page takes about 1-3 s)."""
 
     # --- chunking defaults (per index overridable) ------------------------------------
     chunk_size: int = Field(default=1000, gt=0)

@@ -12,7 +12,9 @@ from pipeline.extract.docx import extract_docx
 from pipeline.extract.eml import AttachmentReader, extract_eml
 from pipeline.extract.epub import extract_epub
 from pipeline.extract.html import extract_html
+from pipeline.extract.image import extract_image
 from pipeline.extract.markdown import extract_markdown
+from pipeline.extract.ocr import OcrOptions, OcrPageHook
 from pipeline.extract.odt import extract_odt
 from pipeline.extract.pdf import extract_pdf
 from pipeline.extract.pptx import extract_pptx
@@ -21,7 +23,7 @@ from pipeline.extract.xlsx import extract_xlsx
 from pipeline.extract.zip_container import ZipLimits
 from pipeline.settings import Settings
 
-_PAGED = frozenset((DocumentFormat.PDF, DocumentFormat.PPTX))
+_PAGED = frozenset((DocumentFormat.PDF, DocumentFormat.IMAGE, DocumentFormat.PPTX))
 """Formats whose extractors report their own pages (slides) to `on_page`."""
 
 
@@ -39,15 +41,18 @@ def extract(
     *,
     settings: Settings,
     on_page: PageReporter | None = None,
+    on_ocr_page: OcrPageHook | None = None,
 ) -> ExtractedDocument:
     """Extract the blocks and document metadata of `data`, already detected as `detection`.
 
     Raises `NoTextFound` when the document holds no text at all, and `DocumentTooLarge`
     when it yields more than `settings.max_extracted_chars` characters. `on_page(done, total)`
-    follows a PDF's pages and a PPTX's slides; other formats are one page, reported when
-    extracted.
+    follows the pages of a PDF or an image and a PPTX's slides; other formats are one page,
+    reported when extracted. `on_ocr_page()` is called before each page is OCR'd.
     """
-    document = _extract_format(data, detection, settings=settings, on_page=on_page)
+    document = _extract_format(
+        data, detection, settings=settings, on_page=on_page, on_ocr_page=on_ocr_page
+    )
     if on_page is not None and detection.format not in _PAGED:
         on_page(1, 1)
     total = sum(len(block.text) for block in document.blocks)
@@ -67,12 +72,27 @@ def _extract_format(
     *,
     settings: Settings,
     on_page: PageReporter | None,
+    on_ocr_page: OcrPageHook | None = None,
     depth: int = 0,
 ) -> ExtractedDocument:
     """Run the extractor of `detection.format`; `depth` counts e-mails this one is inside."""
     match detection.format:
         case DocumentFormat.PDF:
-            return extract_pdf(data, max_pages=settings.max_pages, on_page=on_page)
+            return extract_pdf(
+                data,
+                max_pages=settings.max_pages,
+                ocr=OcrOptions.from_settings(settings),
+                on_page=on_page,
+                on_ocr_page=on_ocr_page,
+            )
+        case DocumentFormat.IMAGE:
+            return extract_image(
+                data,
+                max_pages=settings.max_pages,
+                ocr=OcrOptions.from_settings(settings),
+                on_page=on_page,
+                on_ocr_page=on_ocr_page,
+            )
         case DocumentFormat.DOCX:
             limits = zip_limits(settings)
             return extract_docx(
@@ -103,7 +123,7 @@ def _extract_format(
         case DocumentFormat.ODT:
             return extract_odt(data, limits=zip_limits(settings))
         case DocumentFormat.EML:
-            reader = _attachment_reader(settings, depth)
+            reader = _attachment_reader(settings, depth, on_ocr_page)
             return extract_eml(data, encoding=detection.encoding, attachments=reader)
     raise NotImplementedError(detection.format)
 
@@ -114,20 +134,28 @@ class _AttachmentReader:
 
     settings: Settings
     depth: int
+    on_ocr_page: OcrPageHook | None
 
     def read(self, blob: bytes, filename: str) -> ExtractedDocument:
         detection = detect(blob, filename=filename)
         return _extract_format(
-            blob, detection, settings=self.settings, on_page=None, depth=self.depth
+            blob,
+            detection,
+            settings=self.settings,
+            on_page=None,
+            on_ocr_page=self.on_ocr_page,
+            depth=self.depth,
         )
 
     def deeper(self) -> AttachmentReader | None:
-        return _attachment_reader(self.settings, self.depth)
+        return _attachment_reader(self.settings, self.depth, self.on_ocr_page)
 
 
-def _attachment_reader(settings: Settings, depth: int) -> AttachmentReader | None:
+def _attachment_reader(
+    settings: Settings, depth: int, on_ocr_page: OcrPageHook | None
+) -> AttachmentReader | None:
     """The reader of attachments of a message at `depth` (0: the upload); None past
     `settings.max_attachment_depth` (the attachments are then listed by name)."""
     if depth >= settings.max_attachment_depth:
         return None
-    return _AttachmentReader(settings, depth + 1)
+    return _AttachmentReader(settings, depth + 1, on_ocr_page)

@@ -3,9 +3,9 @@
 It imports the parsers once, then for each `ParseRequest` (one JSON line on stdin, limits
 included) forks a grandchild that sets `RLIMIT_AS`/`RLIMIT_CPU`, parses, and writes progress
 and the outcome as JSON lines; the server relays them to its stdout, then reports the
-grandchild's exit status. The messages are `pipeline.isolation.wire`'s. Forking a warm,
-single-threaded process costs milliseconds where a fresh interpreter costs a second or more
-of imports.
+grandchild's exit status and peak memory. The messages are `pipeline.isolation.wire`'s.
+Forking a warm, single-threaded process costs milliseconds where a fresh interpreter costs a
+second or more of imports.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import signal
 import sys
 
 from pipeline.isolation.wire import (
+    CpuGranted,
     Done,
     Exited,
     Failed,
@@ -30,9 +31,12 @@ from pipeline.isolation.wire import (
 PR_SET_PDEATHSIG = 1
 
 
-def _limit(memory_bytes: int, cpu_seconds: int) -> None:
+def _limit(memory_bytes: int, cpu_seconds: int, max_cpu_seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    # The soft limit (SIGXCPU) is the file's budget; OCR raises it page by page (`_grant_cpu`)
+    # up to the hard one, which a process cannot raise again.
+    hard = max(cpu_seconds, max_cpu_seconds) + 5
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, hard))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _die_with_parent()
 
@@ -49,6 +53,18 @@ def _die_with_parent() -> None:
 def _send(message: Message) -> None:
     sys.stdout.write(encode(message))
     sys.stdout.flush()
+
+
+def _grant_cpu(seconds: float) -> None:
+    """Raise this process's CPU limit by `seconds` (capped) and tell the parent, whose
+    wall-clock deadline follows: called before each page is OCR'd."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if soft == resource.RLIM_INFINITY or hard == resource.RLIM_INFINITY:
+        return
+    raised = min(hard - 5, soft + max(1, int(seconds)))
+    if raised > soft:
+        resource.setrlimit(resource.RLIMIT_CPU, (raised, hard))
+        _send(CpuGranted(raised))
 
 
 def _error(error: Exception) -> Failed:
@@ -76,6 +92,7 @@ def _parse(request: ParseRequest) -> None:
             chunking=ChunkingSpec(**request.chunking),
             on_stage=lambda name: _send(Stage(name)),
             on_page=lambda done, total: _send(Page(done, total)),
+            on_ocr_page=lambda: _grant_cpu(settings.ocr_cpu_seconds_per_page),
         )
         del data
         _send(Done(metadata=prepared.metadata, chunks=prepared.chunks))
@@ -106,7 +123,11 @@ def _serve_one(request: ParseRequest) -> None:
             os.close(read_end)
             os.dup2(write_end, sys.stdout.fileno())
             os.close(write_end)
-            _limit(int(request.memory_bytes), int(request.cpu_seconds))
+            _limit(
+                int(request.memory_bytes),
+                int(request.cpu_seconds),
+                int(request.max_cpu_seconds or request.cpu_seconds),
+            )
             _parse(request)
             sys.stdout.flush()
         finally:
@@ -117,15 +138,20 @@ def _serve_one(request: ParseRequest) -> None:
         for line in relayed:
             sys.stdout.write(line)
             sys.stdout.flush()
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    _send(Exited(code))
+    # Peak memory tells an out-of-memory abort (PDFium aborts when an allocation fails under
+    # RLIMIT_AS) from other crashes; Linux reports ru_maxrss in KiB.
+    _send(Exited(code, peak_rss_bytes=usage.ru_maxrss * 1024))
 
 
 def main() -> int:
     # No parent-death signal here: Linux ties it to the thread that started us, and any of the
     # worker's threads may have. When the worker goes, stdin closes and the loop below ends.
     import pipeline.prepare  # noqa: F401 - warm the parsers once, before any fork
+    from pipeline.extract.ocr import warm_up
+
+    warm_up()
     from pipeline.metadata import guess_language
 
     guess_language("Load the language model once, not in every child.")

@@ -8,9 +8,15 @@ slot, started once with the parsers imported); the child sets `RLIMIT_AS` and `R
 before it reads a byte, and a wall-clock deadline is enforced here. Whatever the file does, only
 the child dies, and the job fails with a code:
 
-    MemoryError in the child, or killed by the kernel (OOM)    → document_too_large
+    MemoryError in the child, killed by the kernel (OOM), or
+    aborted (SIGABRT) after filling half its address space     → document_too_large
     CPU limit (SIGXCPU) or the wall-clock deadline             → timeout
     any other death (a crash in a C extension)                 → corrupt_document
+
+OCR is the one stage whose cost grows with pages rather than bytes (a scan of 200 pages may
+be a few MiB): before each page it OCRs, the child raises its own CPU limit by
+`ocr_cpu_seconds_per_page`, up to the hard limit of `extraction_cpu_seconds` set at the
+fork, and sends `{"cpu_seconds": n}`; the wall-clock deadline here grows with it.
 
 A subprocess of our own rather than multiprocessing: it works the same under Celery's prefork
 children (whose daemonic processes may not start multiprocessing children), thread pools and
@@ -33,7 +39,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -47,6 +53,7 @@ from pipeline.errors import (
     PermanentError,
 )
 from pipeline.isolation.wire import (
+    CpuGranted,
     Done,
     Exited,
     Failed,
@@ -73,15 +80,27 @@ CHILD_SETTINGS = (
     "max_docx_compression_ratio",
     "max_attachment_depth",
     "max_metadata_bytes",
+    "max_image_pixels",
+    "ocr",
+    "ocr_languages",
+    "ocr_tessdata_dir",
+    "ocr_dpi",
+    "ocr_cpu_seconds_per_page",
 )
 """The settings extraction reads; only these cross into the child (no secrets do)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
+    """What one parse may use. The child may raise its CPU limit up to `max_cpu_seconds` as
+    it OCRs pages (`ocr_cpu_seconds_per_page` each, announced to the parent), and the
+    wall-clock deadline follows, up to `max_wall_seconds`; None means no such growth."""
+
     memory_bytes: int
     cpu_seconds: int
     wall_seconds: float
+    max_cpu_seconds: int | None = None
+    max_wall_seconds: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, size_bytes: int) -> Limits:
@@ -93,8 +112,20 @@ class Limits:
         return cls(
             memory_bytes=settings.extraction_memory_bytes,
             cpu_seconds=cpu,
-            wall_seconds=min(settings.extraction_timeout_seconds, 2.0 * cpu + 30.0),
+            wall_seconds=_wall_seconds(cpu, settings.extraction_timeout_seconds),
+            max_cpu_seconds=settings.extraction_cpu_seconds,
+            max_wall_seconds=settings.extraction_timeout_seconds,
         )
+
+    def granted(self, cpu_seconds: int) -> Limits:
+        """These limits once the child has raised its CPU limit to `cpu_seconds`."""
+        cpu = min(cpu_seconds, self.max_cpu_seconds or self.cpu_seconds)
+        wall = _wall_seconds(cpu, self.max_wall_seconds or self.wall_seconds)
+        return replace(self, cpu_seconds=cpu, wall_seconds=max(wall, self.wall_seconds))
+
+
+def _wall_seconds(cpu_seconds: int, cap: float) -> float:
+    return min(cap, 2.0 * cpu_seconds + 30.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +251,7 @@ def prepare_isolated(
         settings=settings.model_dump(mode="json", include=set(CHILD_SETTINGS)),
         memory_bytes=limits.memory_bytes,
         cpu_seconds=limits.cpu_seconds,
+        max_cpu_seconds=limits.max_cpu_seconds or limits.cpu_seconds,
     )
     server = _POOL.take()
     try:
@@ -253,7 +285,8 @@ def _follow(
 ) -> PreparedChunks | IngestError:
     """Relay one request's progress; return its result or error once the grandchild has
     exited (the server is then ready for the next request). Raises if the server fails."""
-    deadline = time.monotonic() + limits.wall_seconds
+    started = time.monotonic()
+    deadline = started + limits.wall_seconds
     grandchild: int | None = None
     outcome: PreparedChunks | IngestError | None = None
     while True:
@@ -281,13 +314,18 @@ def _follow(
                 on_stage(name)
             case Page(done, total) if on_page is not None:
                 on_page(done, total)
+            case CpuGranted(cpu_seconds):  # the child granted itself CPU time to OCR a page
+                limits = limits.granted(cpu_seconds)
+                if deadline != float("inf"):
+                    deadline = max(deadline, started + limits.wall_seconds)
             case Done(metadata, chunks):
                 outcome = PreparedChunks(chunks=chunks, metadata=metadata)
             case Failed() as failed:
                 outcome = _rebuild(failed)
-            case Exited(code):
+            case Exited(code, peak_rss_bytes):
                 if outcome is None:
-                    outcome = _death(code, limits, "".join(server.stderr_tail))
+                    stderr = "".join(server.stderr_tail)
+                    outcome = _death(code, limits, stderr, peak_rss=peak_rss_bytes)
                 return outcome
 
 
@@ -306,7 +344,9 @@ def _pump(stream: IO[bytes], put: Callable[[Any], None], end: bool = True) -> No
         put(None)
 
 
-def _death(returncode: int | None, limits: Limits, stderr: str) -> IngestError:
+def _death(
+    returncode: int | None, limits: Limits, stderr: str, *, peak_rss: int = 0
+) -> IngestError:
     if stderr.strip():
         log.warning("the extraction child exited with %s: %s", returncode, stderr[-1000:])
     if returncode == -signal.SIGXCPU:
@@ -319,7 +359,10 @@ def _death(returncode: int | None, limits: Limits, stderr: str) -> IngestError:
             "Extracting this file was stopped by the system (most likely out of memory); it "
             "may be a decompression bomb, or split it into smaller files."
         )
-    if returncode is not None and returncode > 0 and "MemoryError" in stderr:
+    # PDFium aborts when an allocation fails: an abort after the child filled at least half
+    # its address space is that (a flate bomb peaked at 754 of 763 MiB), not a damaged file.
+    out_of_memory = returncode == -signal.SIGABRT and peak_rss >= limits.memory_bytes // 2
+    if out_of_memory or (returncode is not None and returncode > 0 and "MemoryError" in stderr):
         return DocumentTooLarge(
             f"Extracting this file needs more than the {limits.memory_bytes // 2**20} MiB "
             "allowed; it may be a decompression bomb, or split it into smaller files."

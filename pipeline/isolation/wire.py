@@ -9,12 +9,16 @@ hostile bytes beyond plain data. The parent sends a `ParseRequest`; the fork ser
     {"pid": 4242}                            Started
     {"stage": "extracting"}                  Stage
     {"page": [3, 10]}                        Page
+    {"cpu_seconds": 80}                      CpuGranted (the child raised its CPU limit to
+                                             80 s to OCR a page; the deadline follows)
     {"done": {"metadata": {...}, "chunks": [[index, text, start, end, page_start,
               page_end, [heading, ...]], ...]}}
                                              Done
     {"error": {"class": ..., "code": ..., "message": ...}}
                                              Failed
-    {"exit": 0}                              Exited (negative: killed by that signal)
+    {"exit": 0, "peak_rss_bytes": 123456}    Exited (negative: killed by that signal; the
+                                             grandchild's peak memory tells an
+                                             out-of-memory abort from a crash)
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class ParseRequest:
     """The extraction settings only (`parent.CHILD_SETTINGS`): no secret crosses."""
     memory_bytes: int
     cpu_seconds: int
+    max_cpu_seconds: int | None = None
+    """How far the grandchild may raise its CPU limit as it OCRs pages (None: not at all)."""
 
     def to_line(self) -> bytes:
         return (json.dumps(asdict(self)) + "\n").encode()
@@ -68,6 +74,13 @@ class Page:
 
 
 @dataclass(frozen=True, slots=True)
+class CpuGranted:
+    """The grandchild raised its CPU limit to `cpu_seconds` before OCR'ing a page."""
+
+    cpu_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
 class Done:
     """The prepared document: its automatic metadata and its chunks."""
 
@@ -88,9 +101,10 @@ class Failed:
 class Exited:
     code: int
     """The grandchild's exit status; negative: killed by that signal."""
+    peak_rss_bytes: int = 0
 
 
-Message = Started | Stage | Page | Done | Failed | Exited
+Message = Started | Stage | Page | CpuGranted | Done | Failed | Exited
 
 
 def encode(message: Message) -> str:
@@ -102,6 +116,8 @@ def encode(message: Message) -> str:
             body = {"stage": name}
         case Page(done, total):
             body = {"page": [done, total]}
+        case CpuGranted(cpu_seconds):
+            body = {"cpu_seconds": cpu_seconds}
         case Done(metadata, chunks):
             rows = [
                 [c.index, c.text, c.start, c.end, c.page_start, c.page_end, list(c.headings)]
@@ -110,8 +126,8 @@ def encode(message: Message) -> str:
             body = {"done": {"metadata": metadata, "chunks": rows}}
         case Failed(class_name, code, text):
             body = {"error": {"class": class_name, "code": code, "message": text}}
-        case Exited(code):
-            body = {"exit": code}
+        case Exited(code, peak_rss_bytes):
+            body = {"exit": code, "peak_rss_bytes": peak_rss_bytes}
     return json.dumps(body, ensure_ascii=False) + "\n"
 
 
@@ -128,6 +144,8 @@ def decode(line: str) -> Message | None:
     if "page" in body:
         done, total = body["page"]
         return Page(int(done), int(total))
+    if "cpu_seconds" in body:
+        return CpuGranted(int(body["cpu_seconds"]))
     if "done" in body:
         return Done(dict(body["done"]["metadata"]), _chunks(body["done"]["chunks"]))
     if "error" in body:
@@ -138,7 +156,7 @@ def decode(line: str) -> Message | None:
             message=str(error.get("message"))[:MAX_ERROR_MESSAGE_CHARS],
         )
     if "exit" in body:
-        return Exited(int(body["exit"]))
+        return Exited(int(body["exit"]), int(body.get("peak_rss_bytes", 0)))
     return None
 
 

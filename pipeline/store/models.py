@@ -105,6 +105,8 @@ class StoredDocument(BaseModel):
     ingested_at: str | None
     title: str | None = None
     author: str | None = None
+    ocr: dict[str, Any] | None = None
+    """Pages read by OCR and their mean confidence (0-1), `{"pages", "confidence"}`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,7 @@ class DocumentFields:
     language: str | None = None
     ingested_at: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    ocr: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,8 @@ class ChunkRecord:
     dense: np.ndarray
     sparse: SparseTerms
     document: DocumentFields
+    ocr: dict[str, Any] | None = None
+    """This chunk's pages read by OCR and their mean confidence; None when none was."""
 
     def payload(self, *, state: str) -> dict[str, Any]:
         """Return the flat point payload (filters address `metadata.<key>`)."""
@@ -168,12 +173,14 @@ class ChunkRecord:
             "language": document.language,
             "ingested_at": document.ingested_at,
             "metadata": dict(document.metadata),
+            "ocr": self.ocr,
+            "document_ocr": document.ocr,
         }
 
 
 DOCUMENT_PAYLOAD_KEYS = (
     "document_id", "version", "filename", "format", "content_sha256", "pages", "words",
-    "chunk_count", "metadata", "ingested_at", "title", "author",
+    "chunk_count", "metadata", "ingested_at", "title", "author", "document_ocr",
 )  # fmt: skip
 """Payload keys read to build a `StoredDocument`."""
 
@@ -193,12 +200,13 @@ def stored_document(payload: dict[str, Any]) -> StoredDocument:
         ingested_at=payload.get("ingested_at"),
         title=payload.get("title"),
         author=payload.get("author"),
+        ocr=payload.get("document_ocr"),
     )
 
 
 RESULT_PAYLOAD_KEYS = (
     "document_id", "version", "chunk_index", "text", "filename", "format", "page_start",
-    "page_end", "headings", "metadata",
+    "page_end", "headings", "metadata", "ocr",
 )  # fmt: skip
 """Payload keys read for a search hit."""
 
@@ -219,6 +227,7 @@ class ScoredChunk:
     page_end: int | None
     headings: list[str]
     metadata: dict[str, Any]
+    ocr: dict[str, Any] | None = None
 
     @classmethod
     def from_payload(cls, point_id: str, score: float, payload: dict[str, Any]) -> ScoredChunk:
@@ -235,4 +244,5 @@ class ScoredChunk:
             page_end=payload.get("page_end"),
             headings=list(payload.get("headings") or []),
             metadata=payload.get("metadata") or {},
+            ocr=payload.get("ocr"),
         )

@@ -28,7 +28,7 @@ FILES = {
 STAGE_ORDER = ["detecting", "extracting", "chunking", "embedding", "storing"]
 RESULT_FIELDS = {
     "document_id", "chunk_index", "text", "score", "scores", "filename", "format",
-    "page_start", "page_end", "headings", "metadata",
+    "page_start", "page_end", "headings", "metadata", "ocr",
 }  # fmt: skip
 
 

@@ -110,9 +110,9 @@ def test_html_encoding_is_set_only_by_a_byte_order_mark(corpus_dir: Path) -> Non
     ("data", "filename", "kind"),
     [
         (b"\x7fELF\x02\x01\x01\x00" + bytes(56), "report.pdf", "an ELF executable"),
-        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17), "scan.png", "a PNG image"),
+        (b"GIF89a\x01\x00\x01\x00" + bytes(20), "scan.png", "a GIF image"),
         (gzip.compress(b"hello world " * 100, mtime=0), "notes.txt", "a gzip archive"),
-        (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(20), "photo.md", "a JPEG image"),
+        (b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(20), "memo.md", "a WAV audio file"),
         (b"SQLite format 3\x00" + bytes(100), "data.txt", "an SQLite database"),
         (_zip(["[Content_Types].xml", "xl/styles.xml"]), "book.xlsx", "Excel package without"),
         (_zip(["[Content_Types].xml", "visio/document.xml"]), "draw.docx", "Visio drawing"),
@@ -123,6 +123,25 @@ def test_binary_formats_are_refused_by_name(data: bytes, filename: str, kind: st
     with pytest.raises(UnsupportedFormat, match=re.escape(kind)) as caught:
         detect(data, filename=filename)
     assert caught.value.code == "unsupported_format"
+
+
+@pytest.mark.parametrize(
+    ("data", "filename"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17), "scan.txt"),
+        (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(20), "photo.md"),
+        (b"II*\x00\x08\x00\x00\x00" + bytes(20), "fax.pdf"),
+        (b"MM\x00*\x00\x00\x00\x08" + bytes(20), "fax"),
+        (b"RIFF\x24\x00\x00\x00WEBPVP8 " + bytes(20), "page.html"),
+    ],
+)
+def test_images_are_detected_by_their_magic_for_ocr(data: bytes, filename: str) -> None:
+    assert detect(data, filename=filename).format is DocumentFormat.IMAGE
+
+
+def test_corpus_images_are_images(corpus_dir: Path) -> None:
+    for path in sorted((corpus_dir / "images").iterdir()):
+        assert detect(path.read_bytes(), filename=path.name).format is DocumentFormat.IMAGE
 
 
 def test_random_bytes_are_binary_data() -> None:

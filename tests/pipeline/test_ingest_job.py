@@ -33,6 +33,7 @@ RESULT_KEYS = {
     "words",
     "chunks",
     "chunks_reused",
+    "ocr_pages",
     "unchanged",
 }
 """The contract's job `result` fields."""

@@ -13,6 +13,8 @@ from pipeline.metadata import (
     automatic_metadata,
     count_words,
     guess_language,
+    ocr_of_pages,
+    ocr_summary,
     parse_user_metadata,
     validate_user_metadata,
 )
@@ -113,3 +115,22 @@ def test_author_is_user_metadata_as_the_contract_says() -> None:
         max_bytes=16 * 1024,
     )
     assert parsed["author"] == "Ana Lima"
+
+
+OCR_RECORD = {"pages": [2, 3, 7], "page_confidence": [0.9, 0.7, None], "confidence": 0.82}
+
+
+def test_a_chunk_gets_the_ocr_pages_it_spans_and_their_mean_confidence() -> None:
+    assert ocr_of_pages(OCR_RECORD, 1, 3) == {"pages": [2, 3], "confidence": 0.8}
+    assert ocr_of_pages(OCR_RECORD, 3, None) == {"pages": [3], "confidence": 0.7}
+    assert ocr_of_pages(OCR_RECORD, 7, 7) == {"pages": [7], "confidence": None}
+    assert ocr_of_pages(OCR_RECORD, 4, 6) is None
+    assert ocr_of_pages(OCR_RECORD, None, None) is None
+    assert ocr_of_pages(None, 1, 3) is None
+
+
+def test_the_document_ocr_summary_drops_the_per_page_list() -> None:
+    assert ocr_summary(OCR_RECORD) == {"pages": [2, 3, 7], "confidence": 0.82}
+    assert ocr_summary(None) is None
+    assert ocr_summary({"pages": [], "page_confidence": [], "confidence": None}) is None
+    assert "ocr" in RESERVED_KEYS

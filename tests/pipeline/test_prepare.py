@@ -16,6 +16,7 @@ FORMAT_BY_FOLDER = {
     "html": "html",
     "markdown": "markdown",
     "txt": "txt",
+    "images": "image",
 }
 
 # Files whose expected outcome is an error code (see the corpus README and SOURCES.md).
@@ -25,13 +26,12 @@ EXPECTED_ERRORS = {
     "pdf/corrupt-truncated-federal-register.pdf": "corrupt_document",
     "pdf/encrypted-doclaynet-pg3-pw1234.pdf": "encrypted_document",
     "pdf/encrypted-libreoffice-userpw.pdf": "encrypted_document",
-    "pdf/scanned-huckfinn-p22-no-text.pdf": "no_text_found",
-    "pdf/scanned-linn-brochure-no-text.pdf": "no_text_found",
+    "images/example.jpg": "no_text_found",  # a photo of a flower: OCR finds no text
     "docx/corrupt-truncated.docx": "corrupt_document",
     "docx/encrypted-password-pass.docx": "encrypted_document",
     "txt/edge-empty-0-bytes.txt": "empty_document",
 }
-# pypdf cannot rebuild this file's broken page tree; either outcome is precise.
+# Its page tree root is missing (PDFium and pypdf both refuse it); either outcome is precise.
 EITHER_TEXT_OR_CORRUPT = {"pdf/corrupt-damaged-xref-datasheet.pdf"}
 # Extracting 2,415 pages takes a while; the PDF extractor's own tests cover it.
 SKIP_HERE = {"pdf/R-4.2.2-refman.pdf"}
@@ -76,8 +76,11 @@ def test_corpus_file_prepares_or_fails_with_its_code(relative: str, settings: Se
     for chunk in prepared.chunks:
         assert prepared.text[chunk.start : chunk.end] == chunk.text
         assert len(chunk.text) <= settings.chunk_size
-    if folder == "pdf":
+    if folder in ("pdf", "images"):
         assert meta["pages"] and all(chunk.page_start for chunk in prepared.chunks)
+    if folder == "images" or "-no-text" in relative:  # scans are read by OCR (Tesseract)
+        assert meta["ocr"]["pages"] == list(range(1, meta["pages"] + 1))
+        assert 0.5 < meta["ocr"]["confidence"] <= 1
 
 
 def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> None:

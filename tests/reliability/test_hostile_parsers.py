@@ -1,4 +1,5 @@
-"""The two parser fixes the hostile-input run led to, checked in process (fast, exact).
+"""Parser fixes the hostile-input runs led to, checked in process or in one isolated child
+(fast, exact).
 
 Through the service, `test_hostile_inputs` shows the same inputs end to end.
 """
@@ -6,14 +7,19 @@ Through the service, `test_hostile_inputs` shows the same inputs end to end.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from pipeline.detect import detect
 from pipeline.document import DocumentFormat
-from pipeline.errors import DocumentTooLarge
-from pipeline.extract.pdf import extract_pdf
+from pipeline.errors import CorruptDocument, DocumentTooLarge
+from pipeline.isolation.parent import Limits, prepare_isolated
+from pipeline.prepare import prepare_document
+from pipeline.settings import Settings
 from tests.support import hostile_files as hostile
+from tests.support.image_files import KNOWN_TEXT
 
 
 @pytest.mark.parametrize(
@@ -29,10 +35,41 @@ def test_one_huge_line_is_detected_in_linear_time(line: bytes) -> None:
     assert time.perf_counter() - started < 2
 
 
-def test_pdf_decompression_bomb_is_too_large_not_a_damaged_page() -> None:
-    # pypdf stops inflating the 2 GiB content stream at its 75 MB limit (LimitReachedError);
-    # that used to count as an unreadable page, and so as corrupt_document.
+def test_pdf_decompression_bomb_is_too_large_not_a_crash(tmp_path: Path) -> None:
+    # PDFium inflates the 2 GiB content stream until an allocation fails under RLIMIT_AS and
+    # then aborts (SIGABRT); the child's peak memory (754 of 763 MiB) tells that from a crash.
+    path = tmp_path / "bomb.pdf"
+    path.write_bytes(hostile.flate_bomb_pdf(inflated_mib=2048))
+    limits = Limits(memory_bytes=800_000_000, cpu_seconds=60, wall_seconds=120)
     started = time.perf_counter()
-    with pytest.raises(DocumentTooLarge, match="looks like a decompression bomb"):
-        extract_pdf(hostile.flate_bomb_pdf(inflated_mib=2048), max_pages=10)
-    assert time.perf_counter() - started < 10
+    with pytest.raises(DocumentTooLarge, match="may be a decompression bomb"):
+        prepare_isolated(path, filename=path.name, settings=Settings(), limits=limits)
+    assert time.perf_counter() - started < 60
+
+
+@pytest.mark.parametrize(
+    ("name", "build", "error", "message"),
+    [
+        (
+            "bomb.png", hostile.png_pixel_bomb, DocumentTooLarge,
+            r"2500000000 pixels.*limit is 100,000,000 pixels",
+        ),
+        ("cut.jpg", lambda: hostile.truncated_jpeg(KNOWN_TEXT), CorruptDocument, "truncated"),
+        (
+            "pages.tif", lambda: hostile.many_pages_tiff(10_000), DocumentTooLarge,
+            "more than 2,000 pages",
+        ),
+        (
+            "giant.pdf", hostile.giant_page_pdf, DocumentTooLarge,
+            "200,000 × 200,000 points.*limit of 100,000,000 pixels",
+        ),
+    ],
+)  # fmt: skip
+def test_hostile_image_fails_fast_before_decoding(
+    name: str, build: Callable[[], bytes], error: type[Exception], message: str
+) -> None:
+    data = build()
+    started = time.perf_counter()
+    with pytest.raises(error, match=message):
+        prepare_document(data, filename=name, settings=Settings(max_pages=2000))
+    assert time.perf_counter() - started < 5

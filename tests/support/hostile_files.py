@@ -18,6 +18,7 @@ from pathlib import Path
 from pypdf import PdfReader, PdfWriter
 
 from tests.support.docx_files import OFFICE_RELS, OPC, WORD_MAIN, build_docx, document_xml
+from tests.support.image_files import encoded, text_image
 from tests.support.pdf_files import build_pdf, stream
 
 MiB = 1 << 20
@@ -134,6 +135,58 @@ def image_only_pdf() -> bytes:
             stream(b"q 300 0 0 300 156 246 cm /Im0 Do Q"),
         ]
     )
+
+
+def giant_page_pdf(*, side_points: int = 200_000) -> bytes:
+    """`image_only_pdf` on a page `side_points` points square (2,778 inches at 200,000):
+    rendering it for OCR at even 72 DPI would take 40 billion pixels."""
+    return image_only_pdf().replace(
+        b"/MediaBox [0 0 612 792]", b"/MediaBox [0 0 %d %d]" % (side_points, side_points)
+    )
+
+
+# --- images ---------------------------------------------------------------------------------
+
+
+def _png_chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+def png_pixel_bomb(*, width: int = 50_000, height: int = 50_000) -> bytes:
+    """A 1-bit PNG that declares `width` × `height` pixels (2.5 billion by default) with the
+    compressed rows of only the first 64 lines; decoded, it would need gigabytes."""
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    rows = zlib.compress((b"\x00" + bytes((width + 7) // 8)) * 64, 9)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", rows)
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+def truncated_jpeg(lines: list[str], *, keep: float = 0.6) -> bytes:
+    """A JPEG of `lines` of text, cut off after `keep` of its bytes (no end-of-image marker)."""
+    data = encoded(text_image(lines), "JPEG", quality=90)
+    return data[: int(len(data) * keep)]
+
+
+def many_pages_tiff(pages: int) -> bytes:
+    """A little-endian TIFF of `pages` 1 × 1 white pages sharing one strip: a chain of
+    `pages` image file directories, about 100 bytes each."""
+    strip_at = 8
+    out = bytearray(b"II*\x00" + struct.pack("<I", 12) + b"\xff\x00\x00\x00")
+    tags = [  # (tag, type SHORT=3/LONG=4, value)
+        (256, 4, 1), (257, 4, 1), (258, 3, 8), (259, 3, 1), (262, 3, 1),
+        (273, 4, strip_at), (278, 4, 1), (279, 4, 1),
+    ]  # fmt: skip
+    for index in range(pages):
+        following = len(out) + 2 + 12 * len(tags) + 4 if index + 1 < pages else 0
+        out += struct.pack("<H", len(tags))
+        for tag, kind, value in tags:
+            out += struct.pack("<HHII", tag, kind, 1, value)
+        out += struct.pack("<I", following)
+    return bytes(out)
 
 
 # --- DOCX -----------------------------------------------------------------------------------
