@@ -22,6 +22,9 @@ from pipeline.embedders.artifacts import (
 from pipeline.errors import EmbeddingFailed
 
 REPO = Path(__file__).resolve().parents[2]
+WORDPIECE_TOKENIZER = REPO / "pipeline" / "resources" / "minilm-l6-v2-tokenizer.json"
+WORDPIECE_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+"""The committed copy of all-MiniLM-L6-v2's tokenizer (SUPPLY-CHAIN.md): a change is deliberate."""
 
 
 def tampered_copy(source: Path, destination: Path) -> Path:
@@ -37,6 +40,10 @@ def test_the_installed_files_match_the_pinned_digests() -> None:
         data = bundled.installed_path().read_bytes()
         assert hashlib.sha256(data).hexdigest() == bundled.sha256, bundled.description
     verify_bundled_files()
+
+
+def test_the_committed_wordpiece_tokenizer_is_the_reviewed_file() -> None:
+    assert hashlib.sha256(WORDPIECE_TOKENIZER.read_bytes()).hexdigest() == WORDPIECE_SHA256
 
 
 def test_cl100k_from_the_verified_ranks_is_openais_encoding() -> None:
