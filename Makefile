@@ -27,7 +27,8 @@ $(UV): tools/uv.txt
 # Exactly the locked set, hashes checked; fails if uv.lock no longer matches pyproject.toml
 # (run `make lock`). Packages not in the lock are removed from the venv.
 $(STAMP): $(UV) uv.lock pyproject.toml
-	$(UV) sync --locked --python $(PYTHON) $(EXTRAS)
+	$(UV) sync --locked --python $(PYTHON) $(EXTRAS) \
+		|| { echo "install: if uv says the lockfile needs to be updated, run make lock" >&2; exit 1; }
 	touch $(STAMP)
 
 install: $(STAMP)

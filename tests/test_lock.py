@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parent.parent
 LOCK = tomllib.loads((REPO / "uv.lock").read_text())
@@ -53,7 +54,9 @@ def test_the_lock_matches_pyproject() -> None:
         line for lines in PROJECT["project"]["optional-dependencies"].values() for line in lines
     ]
     locked_names = {entry["name"] for entry in locked}
-    assert {Requirement(line).name.lower() for line in declared} == locked_names, "make lock"
+    assert {canonicalize_name(Requirement(line).name) for line in declared} == locked_names, (
+        "uv.lock is stale: make lock"
+    )
     assert LOCK["requires-python"] == PROJECT["project"]["requires-python"]
 
 
