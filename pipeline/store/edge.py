@@ -200,7 +200,9 @@ class EdgeEngine:
         return IndexConfig.model_validate_json(text)
 
     def index_exists(self, index: str) -> bool:
-        return self._directory(index).exists()
+        # No foreign shard can sit here (the directory is ours alone): a directory without a
+        # config is a creation cut short, which `create_index` replaces, not a conflict.
+        return (self._directory(index) / CONFIG_FILE).is_file()
 
     def delete_index(self, index: str) -> bool:
         directory = self._directory(index)
