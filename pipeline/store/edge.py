@@ -131,10 +131,6 @@ class EdgeEngine:
         entry.shard.flush()
         entry.shard.close()
 
-    def open_indexes(self) -> list[str]:
-        with self._lifecycle:
-            return list(self._open)
-
     def ping(self) -> None:
         if self._closed:
             raise RuntimeError("the vector store is closed")
