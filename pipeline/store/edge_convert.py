@@ -90,7 +90,9 @@ def _vector(vector: Any) -> Any:
 
 
 def to_point(point: Point) -> edge.Point:
-    vectors: dict[str, Any] = {DENSE: point.dense.astype(np.float32, copy=False)}
+    # A list, not the array: the binding reads an ndarray element by element through numpy
+    # scalars, which took longer than `tolist()` and reading the list (BENCHMARKS.md).
+    vectors: dict[str, Any] = {DENSE: point.dense.astype(np.float32, copy=False).tolist()}
     if point.sparse.indices:
         vectors[KEYWORD] = edge.SparseVector(
             indices=point.sparse.indices, values=point.sparse.values
