@@ -45,3 +45,8 @@ STORE_OPTIMIZE_SECONDS = Histogram(
     "Time of one optimization run of an embedded (Edge) shard; the process pauses meanwhile.",
     buckets=_DURATION_BUCKETS,
 )
+STORE_FLUSH_SECONDS = Histogram(
+    "docingest_store_flush_duration_seconds",
+    "Time of one flush of an embedded (Edge) shard (segments persisted, WAL truncated).",
+    buckets=_DURATION_BUCKETS,
+)

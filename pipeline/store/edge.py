@@ -16,8 +16,9 @@ Locks, and why:
   of every call, so calls on a shard never overlap anyway, and Edge's own locks keep a shard
   consistent across its internal threads. The API's searches and the in-process worker's
   writes interleave call by call.
-- Optimization (HNSW building, segment merging, vacuum) runs in `EdgeOptimizer`'s thread,
-  also on a borrowed shard; see `pipeline.store.edge_optimizer` for when and what it costs.
+- Optimization (HNSW building, segment merging, vacuum) and the flushes that let Edge
+  truncate its WAL run in `EdgeOptimizer`'s thread, also on a borrowed shard; see
+  `pipeline.store.edge_optimizer` for when and what they cost.
 """
 
 from __future__ import annotations
@@ -233,6 +234,7 @@ class EdgeEngine:
         operation = edge.UpdateOperation.set_payload_by_filter(convert.to_filter(selector), payload)
         with self._borrow(index) as shard:
             shard.update(operation)
+        self.optimizer.written(index, 0)
 
     def count(self, index: str, selector: models.Filter) -> int:
         request = edge.CountRequest(exact=True, filter=convert.to_filter(selector))
@@ -293,7 +295,17 @@ class EdgeEngine:
         with self._borrow(index) as shard:
             return convert.to_scored(shard.query(request))
 
-    # --- optimization -------------------------------------------------------------------
+    # --- maintenance --------------------------------------------------------------------
+
+    def flush(self, index: str) -> float:
+        """Persist the index's segments so Edge can truncate its WAL; return the seconds taken."""
+        started = time.perf_counter()
+        try:
+            with self._borrow(index) as shard:
+                shard.flush()
+        except IndexNotFound:
+            return 0.0
+        return time.perf_counter() - started
 
     def optimize(self, index: str) -> float:
         """Run Edge's optimizers on the index until none has work; return the seconds taken."""

@@ -40,6 +40,7 @@ from pipeline.store import (
 )
 from pipeline.store.client import ClientEngine
 from pipeline.store.edge import EdgeEngine
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 DIMS = 8
@@ -587,3 +588,35 @@ def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) ->
         assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
     runs = list(metrics.STORE_OPTIMIZE_SECONDS.collect())[0].samples
     assert next(s.value for s in runs if s.name.endswith("_count")) > before
+
+
+def _wal_bytes(shard_dir: Path) -> int:
+    """Bytes the shard's WAL holds on disk (its files are sparse: allocated blocks count)."""
+    return sum(path.stat().st_blocks * 512 for path in (shard_dir / "wal").iterdir())
+
+
+def test_the_edge_store_flushes_written_shards_so_the_wal_stays_small(tmp_path: Path) -> None:
+    """Edge truncates its WAL only on a flush: the background thread flushes a written shard
+    within `FLUSH_INTERVAL_SECONDS`, so the WAL does not keep a copy of every point. 100 MB of
+    text go through it (it does not compress: unflushed, it holds them all); once flushed it
+    keeps at most its two preallocated 32 MB files."""
+    from pipeline import metrics
+    from pipeline.store.edge_optimizer import FLUSH_INTERVAL_SECONDS
+
+    flushes = list(metrics.STORE_FLUSH_SECONDS.collect())[0].samples
+    before = next(s.value for s in flushes if s.name.endswith("_count"))
+    with VectorStore.open(Settings(data_dir=tmp_path)) as store:
+        store.create_index("docs", CONFIG)
+        filler = "harbour " * 4000  # 32 KB of payload a chunk (only the payload: quick to encode)
+        for start in range(0, 3200, 400):
+            batch = records(f"d{start}", 1, [f"chunk {n}" for n in range(400)])
+            store.write_chunks("docs", [dataclasses.replace(r, text=filler) for r in batch])
+        shard_dir = tmp_path / "edge" / "docingest_docs" / "shard"
+        wait_until(
+            lambda: _wal_bytes(shard_dir) <= 64 * 2**20,
+            timeout=FLUSH_INTERVAL_SECONDS * 6,
+            what="the WAL truncated by a flush",
+        )
+        assert store.count_points("docs") == 3200
+    flushes = list(metrics.STORE_FLUSH_SECONDS.collect())[0].samples
+    assert next(s.value for s in flushes if s.name.endswith("_count")) > before
