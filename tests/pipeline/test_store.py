@@ -557,6 +557,32 @@ def test_the_previous_local_mode_store_is_migrated_on_first_start(tmp_path: Path
         assert reopened.count_points("docs") == 3
 
 
+def test_an_indexed_edge_shard_answers_with_exact_cosines(tmp_path: Path) -> None:
+    """Once indexed, the dense search walks HNSW over int8 copies of the vectors and rescores
+    its candidates with the float32 originals: the same top chunks, with the scores an exact
+    scan gives."""
+    settings = Settings(data_dir=tmp_path, edge_optimize_after_points=1000)
+    texts = [f"chunk {n} on harbour {n % 13} and pier {n % 7}" for n in range(1500)]
+    written = [r for s in range(0, 1500, 100) for r in records(f"d{s}", 1, texts[s : s + 100])]
+    query = unit_vector("harbour 5")
+    exact = sorted(written, key=lambda r: -float(r.dense @ query))[:10]
+    with VectorStore.open(settings) as store:
+        assert isinstance(store.engine, EdgeEngine)
+        store.create_index("docs", CONFIG)
+        store.write_chunks("docs", written)
+        for start in range(0, 1500, 100):
+            store.publish("docs", f"d{start}", 1)
+        store.engine.optimize("docs")
+        assert store.engine.pending_points("docs") == 0  # every dense vector is in HNSW
+        hits = store.query_dense("docs", query, limit=10)
+    assert [(h.document_id, h.chunk_index) for h in hits] == [
+        (r.document_id, r.chunk_index) for r in exact
+    ]
+    assert [h.score for h in hits] == pytest.approx(
+        [float(r.dense @ query) for r in exact], abs=1e-6
+    )
+
+
 def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) -> None:
     """After `edge_optimize_after_points` writes and an idle moment, the background thread
     builds the HNSW index of what was written; searches meanwhile see every point."""
