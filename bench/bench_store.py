@@ -11,6 +11,11 @@ ingestion does. Measured: write points/s (chunk encoding excluded), optimization
 background runs during writing plus the final run), publish and retire of one 20-chunk
 document, search p50/p95 through `pipeline.search.search` per mode (query embedding excluded),
 peak RSS of this process, disk, and restart time (close, reopen, first search answered).
+Edge also: the resident memory split into anonymous (heap) and file-backed (mapped segment
+files, which the kernel can drop and re-read), the segment count, the WAL's size, and the
+dense retriever's recall@10 against an exact search of the same filter (HNSW over int8 copies,
+rescored, against a full scan of the float32 vectors). With `--http`, the RSS of the `serve`
+process after its searches.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import qdrant_edge as edge
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -51,6 +57,7 @@ from pipeline.embedders.base import EmbeddingConfig  # noqa: E402
 from pipeline.search import SearchRequest, search  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.store import IndexConfig, VectorStore  # noqa: E402
+from pipeline.store import edge_convert as convert  # noqa: E402
 from pipeline.store.client import ClientEngine  # noqa: E402
 from pipeline.store.edge import EdgeEngine  # noqa: E402
 from pipeline.store.requests import fields_filter  # noqa: E402
@@ -93,6 +100,45 @@ def tune_local_mode(store: VectorStore) -> None:
         if isinstance(database, sqlite3.Connection):
             database.execute("PRAGMA journal_mode=WAL")
             database.execute("PRAGMA synchronous=NORMAL")
+
+
+def memory_status(pid: int | str = "self") -> dict[str, float]:
+    """VmRSS, RssAnon and RssFile of a process, in MB (from /proc)."""
+    wanted = ("VmRSS", "VmHWM", "RssAnon", "RssFile")
+    status = Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines()
+    fields = dict(line.split(":", 1) for line in status if line.split(":", 1)[0] in wanted)
+    return {key: int(value.split()[0]) / 1024 for key, value in fields.items()}
+
+
+def directory_mb(path: Path) -> int:
+    disk = subprocess.run(["du", "-sm", str(path)], capture_output=True, text=True)
+    return int(disk.stdout.split()[0]) if disk.returncode == 0 else 0
+
+
+def shard_facts(store: VectorStore, rng: np.random.Generator, queries: int) -> dict[str, Any]:
+    """Edge only: segments, and the dense retriever's recall@10 against an exact search (raw
+    Edge calls on the engine's shard: measurement only, so the private borrow is fine here)."""
+    engine = store.engine
+    if not isinstance(engine, EdgeEngine):
+        return {}
+    live = edge.Filter(must=[edge.FieldCondition(key="state", match=edge.MatchValue("live"))])
+
+    def top(shard: edge.EdgeShard, query: list[float], *, exact: bool) -> set[str]:
+        request = edge.QueryRequest(
+            limit=10,
+            query=edge.Query.Nearest(query, using="dense"),
+            filter=live,
+            params=edge.SearchParams(exact=True) if exact else convert.DENSE_SEARCH,
+        )
+        return {str(point.id) for point in shard.query(request)}
+
+    found = 0
+    with engine._borrow(INDEX) as shard:
+        segments = shard.info().segments_count
+        for vector in unit_rows(rng, queries):
+            query = vector.tolist()
+            found += len(top(shard, query, exact=False) & top(shard, query, exact=True))
+    return {"segments": segments, "recall_at_10": found / (10 * queries)}
 
 
 def optimize_seconds() -> float:
@@ -190,6 +236,9 @@ def run(
         during = optimize_seconds() - before
         final, final_cpu = settle(store)
         print(f"  {engine} {size:,}: {size / writing:,.0f} points/s", flush=True)
+        settled_memory = memory_status()
+        facts = shard_facts(store, rng, min(queries, 20))
+        print(f"    {facts} {settled_memory}", flush=True)
         publish_ms, retire_ms = one_document(store, rng, vocabulary)
         latencies = time_search(store, embedder, texts, budget)
         store.close()
@@ -198,8 +247,9 @@ def run(
         search(store, INDEX, SearchRequest(query=texts[1], mode="hybrid"), embedder=embedder)
         restart = time.perf_counter() - started
         store.close()
+        wal_mb = sum(directory_mb(wal) for wal in data_dir.glob("edge/*/shard/wal"))
         over_http = time_http(data_dir, texts) if http and engine == "edge" else {}
-        disk = subprocess.run(["du", "-sm", str(data_dir)], capture_output=True, text=True)
+        disk_mb = directory_mb(data_dir)
     return {
         "engine": engine,
         "size": size,
@@ -211,15 +261,19 @@ def run(
         "retire_ms": retire_ms,
         "latencies": latencies,
         "restart_s": restart,
-        "disk_mb": int(disk.stdout.split()[0]),
+        "disk_mb": disk_mb,
+        "wal_mb": wal_mb,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "settled_memory_mb": settled_memory,
+        **facts,
         "http": over_http,
     }
 
 
-def time_http(data_dir: Path, texts: list[str]) -> dict[str, tuple[float, float]]:
+def time_http(data_dir: Path, texts: list[str]) -> dict[str, Any]:
     """Search p50/p95 in ms through a real `docingest serve` on the filled store, each query's
-    embedding already in the query cache (one untimed request per query first)."""
+    embedding already in the query cache (one untimed request per query first); and the
+    memory of the `serve` process after them."""
     port = free_port()
     prefix = f"bench-{uuid.uuid4().hex[:8]}:"
     env = {
@@ -232,7 +286,7 @@ def time_http(data_dir: Path, texts: list[str]) -> dict[str, tuple[float, float]
     docingest = Path(sys.executable).with_name("docingest")
     server = subprocess.Popen([str(docingest), "serve"], env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1/indexes/{INDEX}/search"
-    results = {}
+    results: dict[str, Any] = {}
     try:
         with httpx.Client(timeout=120) as client:
             deadline = time.monotonic() + 180
@@ -255,6 +309,8 @@ def time_http(data_dir: Path, texts: list[str]) -> dict[str, tuple[float, float]
                     timings.append((time.perf_counter() - started) * 1000)
                 results[label] = (percentile(timings, 50), percentile(timings, 95))
                 print(f"    HTTP {label:<15} p50 {results[label][0]:8.1f} ms", flush=True)
+        results["serve_memory_mb"] = memory_status(server.pid)
+        print(f"    serve memory {results['serve_memory_mb']}", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
