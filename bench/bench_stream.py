@@ -5,11 +5,11 @@ For each document (the 2,415-page R reference manual; a 50 MB text, War and Peac
 made here) and each latency of the fake OpenAI-compatible embedder (1536 dimensions), a fresh
 worker process runs one job through `pipeline.jobs.runner.run_job`, exactly as a Celery task
 does (real Redis, the embedded Edge store in a temporary data directory, the parsing child),
-once with this tree and once with the baseline's (`git archive` of `--baseline`, default
-main's merge base). It reports the worker's peak RSS (`ru_maxrss`: the worker alone, not the
-parsing child) and its growth over the pre-job peak, wall and CPU time, and the per-stage
-times of `docingest_stage_duration_seconds`: with stages that overlap, their sum exceeds the
-wall time of the embedding-to-publish span.
+with the code of this tree's HEAD and with the baseline's (each a `git archive`; the baseline
+is `--baseline`, default main's merge base). It reports the worker's peak RSS (`ru_maxrss`:
+the worker alone, not the parsing child) and its growth over the pre-job peak, wall and CPU
+time, and the per-stage times of `docingest_stage_duration_seconds`: where stages overlap,
+their sum exceeds the wall time.
 
     .venv/bin/python bench/bench_stream.py [--latency-ms 10 100] [--repeat 1] [--only pdf]
 
@@ -47,9 +47,9 @@ def make_text(corpus: Path, directory: Path, megabytes: int) -> Path:
     return path
 
 
-def baseline_tree(ref: str, directory: Path) -> Path:
+def tree_at(ref: str, directory: Path, name: str) -> Path:
     """The code at `ref`, unpacked (no checkout, no worktree)."""
-    tree = directory / "baseline"
+    tree = directory / name
     tree.mkdir()
     archive = subprocess.run(
         ["git", "-C", str(REPO), "archive", ref], check=True, capture_output=True
@@ -211,7 +211,10 @@ def main() -> int:
     print(f"load at start: {os.getloadavg()}")
     with tempfile.TemporaryDirectory(prefix="bench-stream-") as scratch:
         scratch_dir = Path(scratch)
-        trees = {"baseline": baseline_tree(ref, scratch_dir), "streaming": REPO}
+        trees = {
+            "baseline": tree_at(ref, scratch_dir, "baseline"),
+            "streaming": tree_at("HEAD", scratch_dir, "streaming"),  # committed code only
+        }
         documents = {"pdf": find_corpus() / "pdf" / "R-4.2.2-refman.pdf"}
         if args.only != "pdf":
             documents["text"] = make_text(find_corpus(), scratch_dir, args.text_mb)

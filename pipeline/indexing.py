@@ -54,11 +54,11 @@ from typing import Any, NoReturn
 import numpy as np
 
 from pipeline import metrics
-from pipeline.chunk_vectors import embed_missing, keyword_text, text_hash
+from pipeline.chunk_vectors import chunk_records, embed_missing, keyword_text, text_hash
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
-from pipeline.metadata import ocr_of_pages, ocr_summary
+from pipeline.metadata import ocr_summary
 from pipeline.prepare import Prepared, PreparedStream, as_stream
 from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, StoredDocument, VectorStore
@@ -351,39 +351,28 @@ class _Run:
         chunking = embed.config.chunking
         avg_len = average_length(chunking.chunk_size, chunking.unit)
         sparse = [encode_document(keyword_text(chunk), avg_len=avg_len) for chunk in chunks]
-        reused = sum(1 for digest in hashes if digest in embed.reusable)
+        reusable = {digest: embed.reusable[digest] for digest in hashes if digest in embed.reusable}
         total, progress = self.document.chunk_count, self.hooks.on_progress
         vectors = embed_missing(
             chunks,
             hashes,
-            embed.reusable,
+            reusable,
             embedder=embed.embedder,
             slice_size=embed.window,
             on_progress=lambda done, _: progress("embedding", base + done, total),
             cancelled=self.hooks.should_cancel,
         )
-        ocr = self.document.metadata.get("ocr")
-        request = self.request
-        records = [
-            ChunkRecord(
-                document_id=request.document_id,
-                version=request.version,
-                chunk_index=chunk.index,
-                text=chunk.text,
-                text_hash=digest,
-                start=chunk.start,
-                end=chunk.end,
-                page_start=chunk.page_start,
-                page_end=chunk.page_end,
-                headings=list(chunk.headings),
-                dense=vectors[digest],
-                sparse=terms,
-                document=fields,
-                ocr=ocr_of_pages(ocr, chunk.page_start, chunk.page_end),
-            )
-            for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
-        ]
-        return records, reused
+        records = chunk_records(
+            chunks,
+            hashes=hashes,
+            vectors=vectors,
+            sparse=sparse,
+            document_id=self.request.document_id,
+            version=self.request.version,
+            fields=fields,
+            ocr=self.document.metadata.get("ocr"),
+        )
+        return records, sum(1 for digest in hashes if digest in reusable)
 
     def lock(self) -> AbstractContextManager[None]:
         """The document's store lock, kept alive while held: an attempt killed mid-write frees
