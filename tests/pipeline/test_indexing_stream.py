@@ -3,6 +3,7 @@ child, the fake OpenAI-compatible server over HTTP, Qdrant in memory and the rea
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
 from pipeline.errors import Cancelled
 from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
-from pipeline.isolation.parent import open_isolated, prepare_isolated
+from pipeline.isolation.parent import Limits, open_isolated, prepare_isolated
 from pipeline.isolation.wire import CHUNK_BATCH
 from pipeline.prepare import prepare_document
 from pipeline.settings import ChunkUnit, Settings
@@ -212,3 +213,19 @@ def test_a_crash_mid_stream_then_the_redelivery_converges(
     assert embedded == PARAGRAPHS - staged  # the staged points' vectors were reused
     assert store.count_points(INDEX, DOC) == PARAGRAPHS
     assert store.count_points(INDEX, DOC, version=version, state="live") == PARAGRAPHS
+
+
+def test_a_slow_consumer_does_not_spend_the_childs_wall_clock_limit(tmp_path: Path) -> None:
+    """The child waits on the pipe while the worker embeds; only the time the worker waits on
+    the child counts against `wall_seconds`."""
+    path = long_text(tmp_path / "long.txt", "alpha")
+    settings = Settings()
+    limits = Limits(memory_bytes=settings.extraction_memory_bytes, cpu_seconds=60, wall_seconds=12)
+    batches = 0
+    with open_isolated(
+        path, filename=DOC, settings=settings, chunking=CHUNKING, limits=limits
+    ) as prepared:
+        for _ in prepared.batches():
+            batches += 1
+            time.sleep(3.0)  # a slow embedder: 5 batches take longer than the limit
+    assert batches == -(-prepared.chunk_count // CHUNK_BATCH) >= 4
