@@ -41,7 +41,7 @@ def make_text(corpus: Path, directory: Path, megabytes: int) -> Path:
     path = directory / f"war-and-peace-{megabytes}mb.txt"
     with path.open("w", encoding="utf-8") as out:
         copy = 0
-        while out.tell() < megabytes * 2**20:
+        while out.tell() < megabytes * 10**6:
             copy += 1
             out.write(f"\n\nCopy {copy}.\n\n{source}")
     return path
@@ -90,6 +90,7 @@ def drive(document: Path, base_url: str, work: Path) -> None:
         "embedding_model": "text-embedding-3-small",
         "openai_base_url": base_url,
         "openai_api_key": "sk-bench",
+        "max_extracted_chars": 10**9,  # 50 MB of text is at the default limit of 50 M chars
     }
     settings = Settings(**values)
     services = Services(settings, owns_store=True)
