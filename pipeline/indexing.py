@@ -327,9 +327,10 @@ class _Run:
         progress("embedding", 0, total)
         with writer:
             for window in windows(held.taking(self.document.batches()), embed.window):
-                if cancelled():
+                if cancelled():  # raised, not dropped: a write may be in flight
                     raise Cancelled()
-                self.stop_if_stale()
+                if not self.is_current():
+                    raise Superseded()
                 started = time.perf_counter()
                 records, reused = self.records_for(window, embed, fields, base=stats.chunks)
                 stats.embedding_seconds += time.perf_counter() - started

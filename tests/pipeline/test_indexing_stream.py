@@ -13,7 +13,7 @@ import pytest
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
-from pipeline.errors import Cancelled
+from pipeline.errors import Cancelled, Superseded
 from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
 from pipeline.isolation.parent import Limits, open_isolated, prepare_isolated
 from pipeline.isolation.wire import CHUNK_BATCH
@@ -188,6 +188,20 @@ def test_a_cancel_mid_stream_leaves_the_index_as_it_was_and_stops_the_child(
     assert {row[-1] for row in stored_chunks(store)} == {1}
     # The fork server was brought back to rest (the stopped child reaped): it parses again.
     assert len(prepare_isolated(PDF, filename=PDF.name, settings=Settings()).chunks) > 0
+
+
+def test_an_upload_accepted_mid_stream_stops_the_older_attempt_and_drops_its_windows(
+    tmp_path: Path, store: VectorStore, ingest: Ingest
+) -> None:
+    ingest(long_text(tmp_path / "old.txt", "alpha"))
+    with pytest.raises(Superseded):
+        ingest(
+            long_text(tmp_path / "new.txt", "omega"),
+            on_progress=after_embedding(300, ingest.version),  # a newer upload is accepted
+        )
+    assert store.count_points(INDEX, DOC, version=2) == 0  # none landed after the drop
+    assert store.count_points(INDEX, DOC) == PARAGRAPHS
+    assert {row[-1] for row in stored_chunks(store)} == {1}
 
 
 def test_a_crash_mid_stream_then_the_redelivery_converges(
