@@ -68,6 +68,32 @@ def run_worker(tree: Path, document: Path, base_url: str, work: Path) -> dict[st
     return report
 
 
+class MemorySampler:
+    """Peaks of this process's anonymous and file-backed RSS (/proc/self/status), sampled
+    every 0.1 s: the store's memory-mapped segment files are file-backed, the pipeline's
+    chunks and vectors anonymous."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peaks = {"RssAnon": 0, "RssFile": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for row in Path("/proc/self/status").read_text().splitlines():
+                name, _, value = row.partition(":")
+                if name in self.peaks:
+                    self.peaks[name] = max(self.peaks[name], int(value.split()[0]) * 1024)
+
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        self._thread.join()
+        return self.peaks
+
+
 def drive(document: Path, base_url: str, work: Path) -> None:
     """The worker side: run one ingest job with the code on PYTHONPATH; print JSON."""
     import resource
@@ -115,7 +141,9 @@ def drive(document: Path, base_url: str, work: Path) -> None:
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     cpu_before = time.process_time()
     started = time.perf_counter()
+    sampler = MemorySampler()
     outcome = run_job(services, job_id)
+    memory = sampler.stop()
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu_before
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -138,7 +166,12 @@ def drive(document: Path, base_url: str, work: Path) -> None:
         "peak_rss": peak,
         "peak_before": peak_before,
         "stages": stages,
+        "peak_anon": memory["RssAnon"],
+        "peak_file": memory["RssFile"],
+        "document": document.name,
     }
+    with Path(tempfile.gettempdir(), "bench-stream-runs.jsonl").open("a") as raw:
+        raw.write(json.dumps(report) + "\n")
     sys.stdout.write(json.dumps(report) + "\n")
 
 
@@ -146,7 +179,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, float]:
     """Medians over the repeats."""
     out = {
         key: statistics.median(run[key] for run in runs)
-        for key in ("wall", "cpu", "peak_rss", "peak_before")
+        for key in ("wall", "cpu", "peak_rss", "peak_before", "peak_anon", "peak_file")
     }
     for stage in STAGES:
         out[stage] = statistics.median(run["stages"].get(stage, 0.0) for run in runs)
@@ -164,7 +197,8 @@ def line(label: str, row: dict[str, float]) -> str:
     stages = " ".join(f"{stage[:5]} {row[stage]:.1f}" for stage in STAGES)
     return (
         f"{label:9} wall {row['wall']:6.1f} s  cpu {row['cpu']:6.1f} s  "
-        f"peak RSS {row['peak_rss'] / 2**20:6.0f} MiB (+{growth(row):5.0f})  "
+        f"peak RSS {row['peak_rss'] / 2**20:6.0f} MiB (+{growth(row):5.0f}; anon "
+        f"{row['peak_anon'] / 2**20:5.0f}, file {row['peak_file'] / 2**20:5.0f})  "
         f"stages: {stages}  (sum {stage_sum:.1f}, embed+store {embed_store:.1f})"
     )
 
@@ -176,7 +210,8 @@ def ratios(
         f"== {name}, {latency:.0f} ms, {chunks} chunks: streaming/baseline wall "
         f"{new['wall'] / old['wall']:.2f}x, cpu {new['cpu'] / old['cpu']:.2f}x, peak RSS "
         f"{new['peak_rss'] / old['peak_rss']:.2f}x, peak RSS growth "
-        f"{growth(new) / max(1.0, growth(old)):.3f}x"
+        f"{growth(new) / max(1.0, growth(old)):.3f}x, peak anonymous RSS "
+        f"{new['peak_anon'] / old['peak_anon']:.2f}x"
     )
 
 
