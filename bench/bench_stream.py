@@ -58,9 +58,12 @@ def tree_at(ref: str, directory: Path, name: str) -> Path:
     return tree
 
 
-def run_worker(tree: Path, document: Path, base_url: str, work: Path) -> dict[str, Any]:
-    """One job in a fresh worker process running the code of `tree`."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+def run_worker(
+    tree: Path, document: Path, base_url: str, work: Path, *, trace: bool = False
+) -> dict[str, Any]:
+    """One job in a fresh worker process running the code of `tree`; with `trace`, under
+    tracemalloc (slower), to count the Python heap apart from the store's native memory."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "BENCH_TRACEMALLOC": "1" if trace else ""}
     command = [sys.executable, str(Path(__file__).resolve()), "--driver", str(document)]
     command += ["--base-url", base_url, "--work", str(work)]
     done = subprocess.run(command, cwd=tree, env=env, check=True, capture_output=True, text=True)
@@ -142,8 +145,14 @@ def drive(document: Path, base_url: str, work: Path) -> None:
     cpu_before = time.process_time()
     started = time.perf_counter()
     sampler = MemorySampler()
+    trace = bool(os.environ.get("BENCH_TRACEMALLOC"))
+    if trace:
+        import tracemalloc
+
+        tracemalloc.start()
     outcome = run_job(services, job_id)
     memory = sampler.stop()
+    python_peak = tracemalloc.get_traced_memory()[1] if trace else 0
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu_before
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -169,6 +178,7 @@ def drive(document: Path, base_url: str, work: Path) -> None:
         "peak_anon": memory["RssAnon"],
         "peak_file": memory["RssFile"],
         "document": document.name,
+        "python_peak": python_peak,
     }
     with Path(tempfile.gettempdir(), "bench-stream-runs.jsonl").open("a") as raw:
         raw.write(json.dumps(report) + "\n")
@@ -181,6 +191,7 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, float]:
         key: statistics.median(run[key] for run in runs)
         for key in ("wall", "cpu", "peak_rss", "peak_before", "peak_anon", "peak_file")
     }
+    out["python_peak"] = statistics.median(run.get("python_peak", 0) for run in runs)
     for stage in STAGES:
         out[stage] = statistics.median(run["stages"].get(stage, 0.0) for run in runs)
     return out
@@ -198,7 +209,9 @@ def line(label: str, row: dict[str, float]) -> str:
     return (
         f"{label:9} wall {row['wall']:6.1f} s  cpu {row['cpu']:6.1f} s  "
         f"peak RSS {row['peak_rss'] / 2**20:6.0f} MiB (+{growth(row):5.0f}; anon "
-        f"{row['peak_anon'] / 2**20:5.0f}, file {row['peak_file'] / 2**20:5.0f})  "
+        f"{row['peak_anon'] / 2**20:5.0f}, file {row['peak_file'] / 2**20:5.0f}"
+        + (f", Python heap {row['python_peak'] / 2**20:.0f}" if row["python_peak"] else "")
+        + ")  "
         f"stages: {stages}  (sum {stage_sum:.1f}, embed+store {embed_store:.1f})"
     )
 
@@ -221,6 +234,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--only", choices=["pdf", "text"])
     parser.add_argument("--text-mb", type=int, default=TEXT_MB)
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="also the Python heap's peak (slower)"
+    )
     parser.add_argument("--baseline", help="git ref of the previous code (default: merge base)")
     parser.add_argument("--driver", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -264,7 +280,9 @@ def main() -> int:
                         runs = []
                         for _ in range(args.repeat):
                             work = Path(tempfile.mkdtemp(dir=scratch_dir))
-                            runs.append(run_worker(tree, document, server.base_url, work))
+                            base_url = server.base_url
+                            run = run_worker(tree, document, base_url, work, trace=args.tracemalloc)
+                            runs.append(run)
                             shutil.rmtree(work, ignore_errors=True)
                             assert runs[-1]["outcome"] == "completed", runs[-1]
                         rows[label] = summary(runs)
