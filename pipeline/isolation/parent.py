@@ -24,6 +24,12 @@ any main module, and results come back as JSON lines (`pipeline.isolation.wire`)
 pickles a compromised parser could forge. A fork of the warm server costs milliseconds; a
 fresh interpreter per upload cost about 1.4 s of imports, which capped small uploads at
 ~0.4 jobs/s (BENCHMARKS.md).
+
+The prepared document streams (`open_isolated`): the child sends its metadata and chunk
+count, then its chunks in batches that this side reads through a bounded queue only as the
+worker asks for them, so a long document never sits whole in the worker; `follow.Follower`
+reads one request's messages, and its wall-clock limit counts only the time spent waiting
+on the child.
 """
 
 from __future__ import annotations
