@@ -1,16 +1,20 @@
-"""The vectors of a document's chunks: dense ones reused by text hash or embedded, and the
-text each keyword (sparse) vector is built from."""
+"""The vectors of a document's chunks: dense ones reused by text hash or embedded, the text
+each keyword (sparse) vector is built from, and the records that carry them to the store."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder
 from pipeline.errors import Cancelled
+from pipeline.metadata import ocr_of_pages
+from pipeline.sparse import SparseTerms
+from pipeline.store import ChunkRecord, DocumentFields
 
 
 def text_hash(text: str) -> str:
@@ -66,3 +70,36 @@ def embed_missing(
             done += weight[digest]
         on_progress(done, total)
     return vectors
+
+
+def chunk_records(
+    chunks: Sequence[Chunk],
+    *,
+    hashes: Sequence[str],
+    vectors: dict[str, np.ndarray],
+    sparse: Sequence[SparseTerms],
+    document_id: str,
+    version: int,
+    fields: DocumentFields,
+    ocr: Any,
+) -> list[ChunkRecord]:
+    """Return the store's record of each chunk (`ocr`: the document's OCR metadata)."""
+    return [
+        ChunkRecord(
+            document_id=document_id,
+            version=version,
+            chunk_index=chunk.index,
+            text=chunk.text,
+            text_hash=digest,
+            start=chunk.start,
+            end=chunk.end,
+            page_start=chunk.page_start,
+            page_end=chunk.page_end,
+            headings=list(chunk.headings),
+            dense=vectors[digest],
+            sparse=terms,
+            document=fields,
+            ocr=ocr_of_pages(ocr, chunk.page_start, chunk.page_end),
+        )
+        for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
+    ]

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from pipeline.indexing import IndexRequest, IndexResult, index_document
-from pipeline.isolation.parent import prepare_file
+from pipeline.isolation.parent import open_prepared
 from pipeline.redis_errors import map_redis_errors
 from pipeline.search import SearchRequest, SearchResponse
 from pipeline.services import Services
@@ -49,24 +49,26 @@ class Pipeline:
         services, path = self._services, Path(path)
         document_id = document_id or path.name
         config = services.ensure_index(index)
-        prepared = prepare_file(
-            path, filename=path.name, settings=services.settings, chunking=config.chunking
-        )
-        request = IndexRequest(
-            prepared,
-            index=index,
-            document_id=document_id,
-            version=services.next_version(index, document_id),
-            user_metadata=metadata or {},
-            force=force,
-        )
-        with map_redis_errors():  # the fence's Redis calls, which the store phase makes
-            return index_document(
-                request,
-                store=services.store,
-                embedder=services.embedder_for(config.embedding),
-                fence=services.fence,
+        settings = services.settings
+        with open_prepared(
+            path, filename=path.name, settings=settings, chunking=config.chunking
+        ) as prepared:
+            request = IndexRequest(
+                prepared,
+                index=index,
+                document_id=document_id,
+                version=services.next_version(index, document_id),
+                user_metadata=metadata or {},
+                force=force,
             )
+            with map_redis_errors():  # the fence's Redis calls, which the store phase makes
+                return index_document(
+                    request,
+                    store=services.store,
+                    embedder=services.embedder_for(config.embedding),
+                    fence=services.fence,
+                    window=settings.indexing_window_chunks,
+                )
 
     def search(self, index: str, query: str, **options: Any) -> SearchResponse:
         """Search `index` for `query`; `options` are `SearchRequest`'s (`top_k`, `mode`,

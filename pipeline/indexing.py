@@ -6,8 +6,10 @@ Steps, each announced through `on_step(name)`:
              attempt's leftover points are deleted on the way)
     reuse    dense vectors of the live version (and of this version's own staged points,
              left by a crashed attempt), by chunk text hash; none with `force`
-    embed    sparse-encode every chunk; embed only the texts with no reusable vector
-    write    under the document's lock: stop if superseded, upsert as staged (invisible)
+    embed    announced before the document's lock is taken; then, per window:
+    write    under the lock, window by window: stop if cancelled or superseded, sparse-encode
+             the window, embed the texts with no reusable vector, upsert it as staged
+             (invisible) on a writer thread while the next window is embedded
     publish  stop if cancelled or superseded, then mark the version live
     retire   delete every other version
 
@@ -17,10 +19,33 @@ search shows one version per document. Point ids are deterministic, so re-runnin
 (same version) overwrites its own staged points, and a re-run after `publish` only retires.
 `pipeline.store.fencing` hands out the versions: an attempt whose version is no longer the newest
 drops its work (`Superseded`) instead of replacing a newer upload.
+
+Streaming. The chunks arrive as a `PreparedStream` (from the parsing child, in batches), and
+are embedded and written `window` at a time: this process holds one window being embedded,
+one being written and the few batches the child has sent ahead, never the whole document.
+What needs the whole document, and where it comes from:
+
+- the unchanged-content check (file sha256, filename, user metadata) and the document-level
+  payload every point carries (pages, words, OCR summary, title, `chunk_count`): the child
+  prepares the whole file before it sends the first chunk, and its header carries them;
+- the keyword vectors: BM25's length normalisation uses a per-index average
+  (`sparse.average_length` of the chunk size), not the document's, so each chunk is encoded
+  alone; IDF is the store's;
+- progress: `chunk_count` from the header is the total from the first window on; reused
+  chunks are counted as their window reaches them;
+- vector reuse: the live version's vectors by text hash are read before the first window
+  (`reusable_vectors`); that map is as large as the live version (see BENCHMARKS.md);
+- repeated texts are embedded once per window (no longer once per document).
+
+The lock is held from the first window to `retire` (it used to be from the first write):
+a newer upload waiting for it is let in within one window, when this attempt sees it is
+stale and drops its points. `embedding` and `storing` overlap, so each stage's busy time
+is recorded in `docingest_stage_duration_seconds` here (`TIMED_STAGES`), not by the runner.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -28,14 +53,17 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from pipeline.chunk_vectors import embed_missing, keyword_text, text_hash
+from pipeline import metrics
+from pipeline.chunk_vectors import chunk_records, embed_missing, keyword_text, text_hash
+from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
-from pipeline.metadata import ocr_of_pages, ocr_summary
-from pipeline.prepare import Prepared
+from pipeline.metadata import ocr_summary
+from pipeline.prepare import Prepared, PreparedStream, as_stream
 from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, StoredDocument, VectorStore
 from pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
+from pipeline.windows import BackgroundWriter, HeldCount, windows
 
 ProgressReporter = Callable[[str, int, int], None]
 """Called with (stage, done, total): stage "embedding" or "storing", counts of chunks."""
@@ -43,15 +71,18 @@ ProgressReporter = Callable[[str, int, int], None]
 STEPS = ("check", "reuse", "embed", "write", "publish", "retire")
 EMBED_CONCURRENCY = 4
 """Embedder batches per slice (`embed_missing`): cancellation is checked between slices."""
-WRITE_SLICE = 256
-"""Points per `write_chunks` call: progress and cancellation are checked between calls."""
+WINDOW_CHUNKS = 1024
+"""Most chunks embedded (and then written) at once: `Settings.indexing_window_chunks`."""
+TIMED_STAGES = ("embedding", "storing")
+"""Stages whose busy time `index_document` records itself (they overlap)."""
 
 
 @dataclass(frozen=True, slots=True)
 class IndexRequest:
     """One prepared document to store as `version` of `document_id` in `index`."""
 
-    prepared: Prepared
+    prepared: Prepared | PreparedStream
+    """The document: whole, or streamed from the parsing child."""
     index: str
     document_id: str
     version: int
@@ -70,6 +101,14 @@ def _ignore_progress(stage: str, done: int, total: int) -> None:
     return None
 
 
+def _ignore_stored(done: int, total: int) -> None:
+    return None
+
+
+def _ignore_count(count: int) -> None:
+    return None
+
+
 def _never() -> bool:
     return False
 
@@ -83,6 +122,12 @@ class IndexHooks:
     """Polled between slices and before publishing; true → `Cancelled`, index as it was."""
     on_step: Callable[[str], None] = _ignore
     """Hears each of `STEPS` as it begins."""
+    on_stored: Callable[[int, int], None] = _ignore_stored
+    """Hears (done, total) as windows are written as staged, while the stage is still
+    "embedding" (later windows are being embedded)."""
+    on_held: Callable[[int], None] = _ignore_count
+    """Hears how many chunks this run holds (taken from the document, not yet stored) at
+    every change: at most two windows and one batch of the parsing child's."""
 
 
 NO_HOOKS = IndexHooks()
@@ -112,6 +157,7 @@ def index_document(
     fence: DocumentFence,
     hooks: IndexHooks = NO_HOOKS,
     embed_slice: int | None = None,
+    window: int = WINDOW_CHUNKS,
     lock_timeout: float = KEEP_ALIVE_TIMEOUT,
 ) -> IndexResult:
     """Store `request.prepared` as its version of the document and retire every other one.
@@ -119,12 +165,14 @@ def index_document(
     Raises `Superseded` if a newer version was handed out meanwhile, `Cancelled` if
     `hooks.should_cancel()` turned true before publishing; either way the index is as it was.
     `embed_slice` is the number of texts per `embed_documents` call (default: the embedder's
-    `max_batch` times EMBED_CONCURRENCY). `lock_timeout` is the TTL of the document's store
+    `max_batch` times EMBED_CONCURRENCY); `window` the most chunks embedded and written at
+    once (no more than `embed_slice`). `lock_timeout` is the TTL of the document's store
     lock, renewed while this attempt holds it (see `_Run.lock`).
     """
-    if not request.prepared.chunks:
+    document = as_stream(request.prepared)
+    if not document.chunk_count:
         raise NoTextFound("The document has no text to index.")
-    run = _Run(request, store, fence, hooks, lock_timeout)
+    run = _Run(request, document, store, fence, hooks, lock_timeout)
 
     hooks.on_step("check")
     config, live = run.check(embedder)
@@ -135,11 +183,10 @@ def index_document(
     reusable = run.reusable_vectors(live)
 
     hooks.on_step("embed")
-    slice_size = embed_slice or embedder.max_batch * EMBED_CONCURRENCY
-    records, reused = run.embed(config, reusable, embedder=embedder, slice_size=slice_size)
-
-    run.write_publish_retire(records)  # the steps "write", "publish" and "retire"
-    meta = request.prepared.metadata
+    size = min(window, embed_slice or embedder.max_batch * EMBED_CONCURRENCY)
+    embed = _Embedding(config, reusable, embedder, size)
+    stats = run.stream_publish_retire(embed)  # the steps "write", "publish" and "retire"
+    meta = document.metadata
     ocr = ocr_summary(meta.get("ocr"))
     return IndexResult(
         document_id=request.document_id,
@@ -147,11 +194,31 @@ def index_document(
         format=meta.get("format"),
         pages=meta.get("pages"),
         words=meta.get("words"),
-        chunks=len(records),
-        chunks_reused=reused,
+        chunks=stats.chunks,
+        chunks_reused=stats.reused,
         unchanged=False,
         ocr_pages=len(ocr["pages"]) if ocr else 0,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Embedding:
+    """How one run embeds a window: the index's config, reusable vectors, the embedder."""
+
+    config: IndexConfig
+    reusable: dict[str, np.ndarray]
+    embedder: Embedder
+    window: int
+    """Chunks per window (and per `embed_documents` call)."""
+
+
+@dataclass(slots=True)
+class _Stats:
+    """What the windows of one run came to, and the busy time of each stage."""
+
+    chunks: int = 0
+    reused: int = 0
+    embedding_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +226,7 @@ class _Run:
     """One `index_document` call: its request, where it writes, and its steps."""
 
     request: IndexRequest
+    document: PreparedStream
     store: VectorStore
     fence: DocumentFence
     hooks: IndexHooks
@@ -186,7 +254,7 @@ class _Run:
                 self.hooks.on_step("retire")
                 store.retire(request.index, request.document_id, keep_version=request.version)
             return _stored_result(live, unchanged=False)
-        if request.force or not _same_document(live, request):
+        if request.force or not _same_document(live, request, self.document.metadata):
             return None
         if store.count_points(request.index, request.document_id) != live.chunks:
             self.clear_leftovers(live_version=live.version)
@@ -216,82 +284,96 @@ class _Run:
             reusable.update(self.store.stored_vectors(index, document_id, live.version))
         return reusable
 
-    def embed(
-        self,
-        config: IndexConfig,
-        reusable: dict[str, np.ndarray],
-        *,
-        embedder: Embedder,
-        slice_size: int,
-    ) -> tuple[list[ChunkRecord], int]:
-        """Sparse-encode every chunk, embed the texts with no reusable vector; return the
-        records to write and how many chunks reused a vector."""
-        chunks = self.request.prepared.chunks
-        hashes = [text_hash(chunk.text) for chunk in chunks]
-        avg_len = average_length(config.chunking.chunk_size, config.chunking.unit)
-        sparse = [encode_document(keyword_text(chunk), avg_len=avg_len) for chunk in chunks]
-        reused = sum(1 for digest in hashes if digest in reusable)
-        progress = self.hooks.on_progress
-        vectors = embed_missing(
-            chunks,
-            hashes,
-            reusable,
-            embedder=embedder,
-            slice_size=slice_size,
-            on_progress=lambda done, total: progress("embedding", done, total),
-            cancelled=self.hooks.should_cancel,
-        )
-        fields = _document_fields(self.request)
-        ocr = self.request.prepared.metadata.get("ocr")
-        records = [
-            ChunkRecord(
-                document_id=self.request.document_id,
-                version=self.request.version,
-                chunk_index=chunk.index,
-                text=chunk.text,
-                text_hash=digest,
-                start=chunk.start,
-                end=chunk.end,
-                page_start=chunk.page_start,
-                page_end=chunk.page_end,
-                headings=list(chunk.headings),
-                dense=vectors[digest],
-                sparse=terms,
-                document=fields,
-                ocr=ocr_of_pages(ocr, chunk.page_start, chunk.page_end),
-            )
-            for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
-        ]
-        return records, reused
-
-    def write_publish_retire(self, records: list[ChunkRecord]) -> None:
-        """Under the document's lock: write as staged, publish, retire the other versions;
-        stop (dropping the staged points) if cancelled or superseded before publishing."""
+    def stream_publish_retire(self, embed: _Embedding) -> _Stats:
+        """Under the document's lock: embed and write the windows as staged, publish, retire
+        the other versions; stop (dropping the staged points) if cancelled or superseded
+        before publishing."""
         index, document_id = self.request.index, self.request.document_id
-        version, store = self.request.version, self.store
-        step, progress, cancelled = (
-            self.hooks.on_step,
-            self.hooks.on_progress,
-            self.hooks.should_cancel,
-        )
+        version, store, step = self.request.version, self.store, self.hooks.on_step
         with self.lock():
             step("write")
-            self.stop_if_stale()
-            progress("storing", 0, len(records))
-            for start in range(0, len(records), WRITE_SLICE):
-                if cancelled():
-                    self.drop(Cancelled())
-                store.write_chunks(index, records[start : start + WRITE_SLICE])
-                progress("storing", min(start + WRITE_SLICE, len(records)), len(records))
+            held = HeldCount(self.hooks.on_held)
 
+            def write(records: list[ChunkRecord]) -> None:
+                store.write_chunks(index, records)
+                held.add(-len(records))
+
+            writer = BackgroundWriter(write, name="store-write")
+            try:
+                stats = self.write_windows(embed, writer, held)
+            except (Cancelled, Superseded) as stop:  # the writer is idle: nothing lands after
+                self.drop(stop)
+            publish_started = time.perf_counter()
             step("publish")
-            if cancelled():
+            if self.hooks.should_cancel():
                 self.drop(Cancelled())
             self.stop_if_stale()
             store.publish(index, document_id, version)
 
             step("retire")
             store.retire(index, document_id, keep_version=version)
+        storing = writer.busy_seconds + time.perf_counter() - publish_started
+        metrics.STAGE_SECONDS.labels("embedding").observe(stats.embedding_seconds)
+        metrics.STAGE_SECONDS.labels("storing").observe(storing)
+        return stats
+
+    def write_windows(
+        self, embed: _Embedding, writer: BackgroundWriter[ChunkRecord], held: HeldCount
+    ) -> _Stats:
+        """Embed each window, then hand it to `writer` while the next one is embedded."""
+        progress, cancelled = self.hooks.on_progress, self.hooks.should_cancel
+        total, stats = self.document.chunk_count, _Stats()
+        fields = _document_fields(self.request, self.document)
+        progress("embedding", 0, total)
+        with writer:
+            for window in windows(held.taking(self.document.batches()), embed.window):
+                if cancelled():  # raised, not dropped: a write may be in flight
+                    raise Cancelled()
+                if not self.is_current():
+                    raise Superseded()
+                started = time.perf_counter()
+                records, reused = self.records_for(window, embed, fields, base=stats.chunks)
+                stats.embedding_seconds += time.perf_counter() - started
+                stats.chunks, stats.reused = stats.chunks + len(records), stats.reused + reused
+                writer.put(records)  # once the previous window is stored
+                self.hooks.on_stored(stats.chunks - len(records), total)
+            if stats.chunks != total:
+                raise ValueError(f"the document announced {total} chunks, not {stats.chunks}")
+            progress("storing", total - writer.in_flight, total)  # the last window's write
+        progress("storing", total, total)
+        return stats
+
+    def records_for(
+        self, chunks: list[Chunk], embed: _Embedding, fields: DocumentFields, *, base: int
+    ) -> tuple[list[ChunkRecord], int]:
+        """Sparse-encode the window's chunks, embed the texts with no reusable vector; return
+        its records and how many chunks reused a vector. `base`: chunks before this window."""
+        hashes = [text_hash(chunk.text) for chunk in chunks]
+        chunking = embed.config.chunking
+        avg_len = average_length(chunking.chunk_size, chunking.unit)
+        sparse = [encode_document(keyword_text(chunk), avg_len=avg_len) for chunk in chunks]
+        reusable = {digest: embed.reusable[digest] for digest in hashes if digest in embed.reusable}
+        total, progress = self.document.chunk_count, self.hooks.on_progress
+        vectors = embed_missing(
+            chunks,
+            hashes,
+            reusable,
+            embedder=embed.embedder,
+            slice_size=embed.window,
+            on_progress=lambda done, _: progress("embedding", base + done, total),
+            cancelled=self.hooks.should_cancel,
+        )
+        records = chunk_records(
+            chunks,
+            hashes=hashes,
+            vectors=vectors,
+            sparse=sparse,
+            document_id=self.request.document_id,
+            version=self.request.version,
+            fields=fields,
+            ocr=self.document.metadata.get("ocr"),
+        )
+        return records, sum(1 for digest in hashes if digest in reusable)
 
     def lock(self) -> AbstractContextManager[None]:
         """The document's store lock, kept alive while held: an attempt killed mid-write frees
@@ -320,9 +402,9 @@ class _Run:
         raise error
 
 
-def _same_document(live: StoredDocument, request: IndexRequest) -> bool:
-    """Whether storing `request` would change nothing a search or listing shows."""
-    meta = request.prepared.metadata
+def _same_document(live: StoredDocument, request: IndexRequest, meta: dict[str, Any]) -> bool:
+    """Whether storing `request` (its document's metadata `meta`) would change nothing a
+    search or listing shows."""
     return (
         live.content_sha256 == meta.get("sha256")
         and live.metadata == dict(request.user_metadata)
@@ -330,16 +412,16 @@ def _same_document(live: StoredDocument, request: IndexRequest) -> bool:
     )
 
 
-def _document_fields(request: IndexRequest) -> DocumentFields:
+def _document_fields(request: IndexRequest, document: PreparedStream) -> DocumentFields:
     """The document-level payload every chunk of this version carries."""
-    meta = request.prepared.metadata
+    meta = document.metadata
     return DocumentFields(
         filename=meta.get("filename"),
         format=meta.get("format"),
         content_sha256=meta.get("sha256"),
         pages=meta.get("pages"),
         words=meta.get("words"),
-        chunk_count=len(request.prepared.chunks),
+        chunk_count=document.chunk_count,
         title=meta.get("title"),
         author=meta.get("author"),
         language=meta.get("language"),

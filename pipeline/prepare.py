@@ -5,9 +5,9 @@ This is what a worker does before embedding, and what `docingest inspect` shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pipeline.chunking import Chunk, ChunkingSpec, chunk_document
 from pipeline.detect import detect
@@ -27,6 +27,51 @@ class Prepared(Protocol):
 
     @property
     def metadata(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class PreparedStream(Protocol):
+    """A prepared document whose chunks arrive in batches (from an isolated child).
+
+    `metadata` and `chunk_count` are known before the first chunk; `batches()` yields the
+    chunks in order, in lists of bounded length, and may be iterated once.
+    """
+
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+    @property
+    def chunk_count(self) -> int: ...
+
+    def batches(self) -> Iterator[list[Chunk]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InMemoryStream:
+    """A `Prepared` document served as a `PreparedStream`, `batch` chunks at a time."""
+
+    prepared: Prepared
+    batch: int = 256
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.prepared.metadata
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self.prepared.chunks)
+
+    def batches(self) -> Iterator[list[Chunk]]:
+        chunks = self.prepared.chunks
+        for start in range(0, len(chunks), self.batch):
+            yield chunks[start : start + self.batch]
+
+
+def as_stream(prepared: Prepared | PreparedStream) -> PreparedStream:
+    """`prepared` as a `PreparedStream` (a whole document is served from memory)."""
+    if isinstance(prepared, PreparedStream):
+        return prepared
+    return InMemoryStream(prepared)
 
 
 @dataclass(frozen=True, slots=True)

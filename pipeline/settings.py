@@ -191,6 +191,10 @@ class Settings(BaseSettings):
     embedding_concurrency: int = Field(default=4, gt=0)
     """Embedding requests in flight at once, per job."""
 
+    indexing_window_chunks: int = Field(default=1024, gt=0)
+    """Most chunks of one document embedded and written at once: with the few batches the
+    parsing child sends ahead, all a worker holds of a document, however long."""
+
     embedding_timeout_seconds: float = Field(default=60.0, gt=0)
     """Timeout of one embedding request."""
 

@@ -16,10 +16,12 @@ import signal
 import sys
 
 from pipeline.isolation.wire import (
+    CHUNK_BATCH,
+    Chunks,
     CpuGranted,
-    Done,
     Exited,
     Failed,
+    Header,
     Message,
     Page,
     ParseRequest,
@@ -95,7 +97,10 @@ def _parse(request: ParseRequest) -> None:
             on_ocr_page=lambda: _grant_cpu(settings.ocr_cpu_seconds_per_page),
         )
         del data
-        _send(Done(metadata=prepared.metadata, chunks=prepared.chunks))
+        chunks = prepared.chunks
+        _send(Header(metadata=prepared.metadata, chunk_count=len(chunks)))
+        for start in range(0, len(chunks), CHUNK_BATCH):  # blocks while the worker is busy
+            _send(Chunks(chunks[start : start + CHUNK_BATCH]))
     except IngestError as exc:
         _send(_error(exc))
     except MemoryError:

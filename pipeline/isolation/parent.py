@@ -24,6 +24,12 @@ any main module, and results come back as JSON lines (`pipeline.isolation.wire`)
 pickles a compromised parser could forge. A fork of the warm server costs milliseconds; a
 fresh interpreter per upload cost about 1.4 s of imports, which capped small uploads at
 ~0.4 jobs/s (BENCHMARKS.md).
+
+The prepared document streams (`open_isolated`): the child sends its metadata and chunk
+count, then its chunks in batches that this side reads through a bounded queue only as the
+worker asks for them, so a long document never sits whole in the worker; `follow.Follower`
+reads one request's messages, and its wall-clock limit counts only the time spent waiting
+on the child.
 """
 
 from __future__ import annotations
@@ -32,43 +38,31 @@ import atexit
 import logging
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from pipeline.chunking import Chunk, ChunkingSpec
 from pipeline.document import PageReporter
-from pipeline.errors import (
-    CorruptDocument,
-    DocumentTooLarge,
-    ExtractionTimeout,
-    IngestError,
-    PermanentError,
-)
-from pipeline.isolation.wire import (
-    CpuGranted,
-    Done,
-    Exited,
-    Failed,
-    Page,
-    ParseRequest,
-    Stage,
-    Started,
-    decode,
-)
+from pipeline.isolation.follow import Follower
+from pipeline.isolation.wire import ParseRequest
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
-    from pipeline.prepare import Prepared
+    from pipeline.prepare import Prepared, PreparedStream
 
 log = logging.getLogger(__name__)
+
+LINES_IN_FLIGHT = 4
+"""Lines read ahead of the consumer: with the pipes' buffers, all the worker holds of a
+document it has not yet asked for (a few `wire.CHUNK_BATCH` batches)."""
 
 MIN_CPU_SECONDS = 60
 """CPU seconds any file gets, however small (interpreter start and imports take a few)."""
@@ -164,7 +158,8 @@ class _Server:
             close_fds=True,
         )
         assert self.process.stdout is not None and self.process.stderr is not None
-        self.lines: queue.Queue[str | None] = queue.Queue()
+        # Bounded: a full queue stops the reader, the pipes fill, and the child waits.
+        self.lines: queue.Queue[str | None] = queue.Queue(maxsize=LINES_IN_FLIGHT)
         self.stderr_tail: deque[str] = deque(maxlen=20)
         self._readers = [
             threading.Thread(target=_pump, args=(self.process.stdout, self.lines.put), daemon=True),
@@ -189,7 +184,10 @@ class _Server:
             self.process.kill()
         self.process.wait(10)
         for reader in self._readers:
-            reader.join(5)
+            deadline = time.monotonic() + 5
+            while reader.is_alive() and time.monotonic() < deadline:
+                _drain(self.lines)  # a reader blocked on the full queue must see its end
+                reader.join(0.05)
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
@@ -229,7 +227,8 @@ _POOL = _ServerPool()
 atexit.register(_POOL.close)
 
 
-def prepare_isolated(
+@contextmanager
+def open_isolated(
     path: Path,
     *,
     filename: str,
@@ -239,8 +238,14 @@ def prepare_isolated(
     on_stage: Callable[[str], None] | None = None,
     on_page: PageReporter | None = None,
     limits: Limits | None = None,
-) -> PreparedChunks:
-    """`prepare_document` of the file at `path`, run in a limited child process."""
+) -> Iterator[PreparedStream]:
+    """`prepare_document` of the file at `path` in a limited child, as a stream.
+
+    Enters once the child has prepared the file (raising its `IngestError` if it failed);
+    the chunks then come over the pipe as `batches()` asks for them, so this process holds
+    a few batches at a time, not the document. Leaving early (unchanged content, a cancel,
+    an error) kills the child; the fork server is kept for the next file.
+    """
     limits = limits or Limits.from_settings(settings, size_bytes=path.stat().st_size)
     chunking = chunking or ChunkingSpec.from_settings(settings)
     request = ParseRequest(
@@ -254,16 +259,24 @@ def prepare_isolated(
         max_cpu_seconds=limits.max_cpu_seconds or limits.cpu_seconds,
     )
     server = _POOL.take()
+    follower = Follower(server, limits, on_stage=on_stage, on_page=on_page)
     try:
         server.send(request)
-        outcome = _follow(server, limits, on_stage=on_stage, on_page=on_page)
-    except BaseException:  # the server died, hung, or we were interrupted: never reuse it
-        server.close()
-        raise
-    _POOL.give_back(server)  # it reported the grandchild's exit: ready for the next file
-    if isinstance(outcome, IngestError):
-        raise outcome
-    return outcome
+        yield follower.stream()
+    finally:
+        if follower.settle():  # it reported the grandchild's exit: ready for the next file
+            _POOL.give_back(server)
+        else:  # the server died, hung, or we were interrupted: never reuse it
+            server.close()
+
+
+def prepare_isolated(
+    path: Path, *, filename: str, settings: Settings, **options: Any
+) -> PreparedChunks:
+    """`prepare_document` of the file at `path`, run in a limited child process, whole."""
+    with open_isolated(path, filename=filename, settings=settings, **options) as prepared:
+        chunks = [chunk for batch in prepared.batches() for chunk in batch]
+        return PreparedChunks(chunks=chunks, metadata=prepared.metadata)
 
 
 def prepare_file(path: Path, *, filename: str, settings: Settings, **options: Any) -> Prepared:
@@ -276,63 +289,26 @@ def prepare_file(path: Path, *, filename: str, settings: Settings, **options: An
     return prepare_document(path.read_bytes(), filename=filename, settings=settings, **options)
 
 
-def _follow(
-    server: _Server,
-    limits: Limits,
-    *,
-    on_stage: Callable[[str], None] | None,
-    on_page: PageReporter | None,
-) -> PreparedChunks | IngestError:
-    """Relay one request's progress; return its result or error once the grandchild has
-    exited (the server is then ready for the next request). Raises if the server fails."""
-    started = time.monotonic()
-    deadline = started + limits.wall_seconds
-    grandchild: int | None = None
-    outcome: PreparedChunks | IngestError | None = None
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            if grandchild is None:  # the server never started the request
-                raise ExtractionTimeout("The parsing process did not start in time.")
-            _kill(grandchild)
-            outcome = ExtractionTimeout(
-                f"Extracting this file took longer than {limits.wall_seconds:.0f} s; it may be "
-                "malformed or hostile."
-            )
-            deadline = float("inf")  # now wait for the exit the kill causes
-        try:
-            line = server.lines.get(timeout=max(0.05, min(remaining, 1.0)))
-        except queue.Empty:
-            continue
-        if line is None:  # the server itself died
-            server.process.wait(10)
-            raise _death(None, limits, "".join(server.stderr_tail))
-        match decode(line):
-            case Started(pid):
-                grandchild = pid
-            case Stage(name) if on_stage is not None:
-                on_stage(name)
-            case Page(done, total) if on_page is not None:
-                on_page(done, total)
-            case CpuGranted(cpu_seconds):  # the child granted itself CPU time to OCR a page
-                limits = limits.granted(cpu_seconds)
-                if deadline != float("inf"):
-                    deadline = max(deadline, started + limits.wall_seconds)
-            case Done(metadata, chunks):
-                outcome = PreparedChunks(chunks=chunks, metadata=metadata)
-            case Failed() as failed:
-                outcome = _rebuild(failed)
-            case Exited(code, peak_rss_bytes):
-                if outcome is None:
-                    stderr = "".join(server.stderr_tail)
-                    outcome = _death(code, limits, stderr, peak_rss=peak_rss_bytes)
-                return outcome
+@contextmanager
+def open_prepared(
+    path: Path, *, filename: str, settings: Settings, **options: Any
+) -> Iterator[PreparedStream]:
+    """`open_isolated`, or the whole document prepared in this process, served as a stream
+    when `settings.isolate_extraction` is off (tests and trusted input only)."""
+    if settings.isolate_extraction:
+        with open_isolated(path, filename=filename, settings=settings, **options) as stream:
+            yield stream
+        return
+    from pipeline.prepare import as_stream
+
+    yield as_stream(prepare_file(path, filename=filename, settings=settings, **options))
 
 
-def _kill(pid: int) -> None:
+def _drain(lines: queue.Queue[str | None]) -> None:
     try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
+        while True:
+            lines.get_nowait()
+    except queue.Empty:
         pass
 
 
@@ -342,51 +318,3 @@ def _pump(stream: IO[bytes], put: Callable[[Any], None], end: bool = True) -> No
         put(raw.decode("utf-8", errors="replace"))
     if end:
         put(None)
-
-
-def _death(
-    returncode: int | None, limits: Limits, stderr: str, *, peak_rss: int = 0
-) -> IngestError:
-    if stderr.strip():
-        log.warning("the extraction child exited with %s: %s", returncode, stderr[-1000:])
-    if returncode == -signal.SIGXCPU:
-        return ExtractionTimeout(
-            f"Extracting this file used more than its {limits.cpu_seconds} s of CPU time; it "
-            "may be malformed or hostile."
-        )
-    if returncode == -signal.SIGKILL:
-        return DocumentTooLarge(
-            "Extracting this file was stopped by the system (most likely out of memory); it "
-            "may be a decompression bomb, or split it into smaller files."
-        )
-    # PDFium aborts when an allocation fails: an abort after the child filled at least half
-    # its address space is that (a flate bomb peaked at 754 of 763 MiB), not a damaged file.
-    out_of_memory = returncode == -signal.SIGABRT and peak_rss >= limits.memory_bytes // 2
-    if out_of_memory or (returncode is not None and returncode > 0 and "MemoryError" in stderr):
-        return DocumentTooLarge(
-            f"Extracting this file needs more than the {limits.memory_bytes // 2**20} MiB "
-            "allowed; it may be a decompression bomb, or split it into smaller files."
-        )
-    return CorruptDocument(
-        f"The parser crashed on this file (exit status {returncode}); it is damaged or malformed."
-    )
-
-
-def _rebuild(error: Failed) -> IngestError:
-    """The child's error as our exception (only permanent errors; anything else is corrupt)."""
-    name, message = error.class_name, error.message
-    for cls in _subclasses(PermanentError):
-        if cls.__name__ == name:
-            rebuilt = cls.__new__(cls)
-            IngestError.__init__(rebuilt, message)
-            return rebuilt
-    return CorruptDocument(message)
-
-
-def _subclasses(root: type[IngestError]) -> list[type[IngestError]]:
-    found, pending = [], [root]
-    while pending:
-        cls = pending.pop()
-        found.append(cls)
-        pending.extend(cls.__subclasses__())
-    return found

@@ -3,7 +3,10 @@
 One JSON object per line, never pickle: the parent must not trust a process that parsed
 hostile bytes beyond plain data. The parent sends a `ParseRequest`; the fork server answers
 `Started` (the grandchild's pid), then relays what the grandchild sends (any `Stage` and
-`Page` progress, then `Done` or `Failed`), and ends with `Exited` once the grandchild is gone.
+`Page` progress, then either `Header` and the chunks in `Chunks` batches, or `Failed`), and
+ends with `Exited` once the grandchild is gone. The chunks come in batches of at most
+`CHUNK_BATCH` so that neither side ever encodes or decodes the whole document as one line,
+and the pipe's back-pressure holds the child while the worker embeds and stores.
 
     {"path": ..., "filename": ..., ...}      ParseRequest
     {"pid": 4242}                            Started
@@ -11,9 +14,10 @@ hostile bytes beyond plain data. The parent sends a `ParseRequest`; the fork ser
     {"page": [3, 10]}                        Page
     {"cpu_seconds": 80}                      CpuGranted (the child raised its CPU limit to
                                              80 s to OCR a page; the deadline follows)
-    {"done": {"metadata": {...}, "chunks": [[index, text, start, end, page_start,
-              page_end, [heading, ...]], ...]}}
-                                             Done
+    {"prepared": {"metadata": {...}, "chunks": 1234}}
+                                             Header (the chunk count; chunks follow)
+    {"chunks": [[index, text, start, end, page_start, page_end, [heading, ...]], ...]}
+                                             Chunks (a batch, in order)
     {"error": {"class": ..., "code": ..., "message": ...}}
                                              Failed
     {"exit": 0, "peak_rss_bytes": 123456}    Exited (negative: killed by that signal; the
@@ -29,6 +33,8 @@ from typing import Any
 
 from pipeline.chunking import Chunk
 
+CHUNK_BATCH = 256
+"""Most chunks in one `Chunks` message."""
 MAX_ERROR_MESSAGE_CHARS = 1000
 """A hostile parser could send a huge message; the parent keeps this much of it."""
 
@@ -81,10 +87,17 @@ class CpuGranted:
 
 
 @dataclass(frozen=True, slots=True)
-class Done:
-    """The prepared document: its automatic metadata and its chunks."""
+class Header:
+    """The prepared document's automatic metadata and chunk count; its chunks follow."""
 
     metadata: dict[str, Any]
+    chunk_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Chunks:
+    """The next batch of the prepared document's chunks, in order."""
+
     chunks: list[Chunk]
 
 
@@ -104,7 +117,7 @@ class Exited:
     peak_rss_bytes: int = 0
 
 
-Message = Started | Stage | Page | CpuGranted | Done | Failed | Exited
+Message = Started | Stage | Page | CpuGranted | Header | Chunks | Failed | Exited
 
 
 def encode(message: Message) -> str:
@@ -118,12 +131,15 @@ def encode(message: Message) -> str:
             body = {"page": [done, total]}
         case CpuGranted(cpu_seconds):
             body = {"cpu_seconds": cpu_seconds}
-        case Done(metadata, chunks):
-            rows = [
-                [c.index, c.text, c.start, c.end, c.page_start, c.page_end, list(c.headings)]
-                for c in chunks
-            ]
-            body = {"done": {"metadata": metadata, "chunks": rows}}
+        case Header(metadata, chunk_count):
+            body = {"prepared": {"metadata": metadata, "chunks": chunk_count}}
+        case Chunks(chunks):
+            body = {
+                "chunks": [
+                    [c.index, c.text, c.start, c.end, c.page_start, c.page_end, list(c.headings)]
+                    for c in chunks
+                ]
+            }
         case Failed(class_name, code, text):
             body = {"error": {"class": class_name, "code": code, "message": text}}
         case Exited(code, peak_rss_bytes):
@@ -146,8 +162,11 @@ def decode(line: str) -> Message | None:
         return Page(int(done), int(total))
     if "cpu_seconds" in body:
         return CpuGranted(int(body["cpu_seconds"]))
-    if "done" in body:
-        return Done(dict(body["done"]["metadata"]), _chunks(body["done"]["chunks"]))
+    if "prepared" in body:
+        header = body["prepared"]
+        return Header(dict(header["metadata"]), int(header["chunks"]))
+    if "chunks" in body:
+        return Chunks(_chunks(body["chunks"]))
     if "error" in body:
         error = body["error"]
         return Failed(

@@ -27,8 +27,14 @@ from pipeline.errors import (
     ProviderRateLimited,
     TransientError,
 )
-from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
-from pipeline.isolation.parent import prepare_file
+from pipeline.indexing import (
+    TIMED_STAGES,
+    IndexHooks,
+    IndexRequest,
+    IndexResult,
+    index_document,
+)
+from pipeline.isolation.parent import open_prepared
 from pipeline.jobs.job import JobWork
 from pipeline.jobs.state import JobStore, stage_progress
 from pipeline.keys import JobStage
@@ -199,8 +205,7 @@ class _Reporter:
     def update(self, *, stage: JobStage | None = None, **fields: Any) -> None:
         if stage is not None and stage is not self._stage:
             now = time.perf_counter()
-            if self._stage is not None:
-                metrics.STAGE_SECONDS.labels(self._stage.value).observe(now - self._stage_started)
+            self._observe(now)
             self._stage, self._stage_started = stage, now
         try:
             owned = self._jobs.update(self._job_id, self._attempt, stage=stage, **fields)
@@ -227,11 +232,19 @@ class _Reporter:
         else:
             self.update(stage=stage, progress=progress, chunks_total=total, chunks_done=done)
 
+    def stored(self, done: int, total: int) -> None:
+        """Chunks written (staged) while later ones are still being embedded."""
+        self.update(chunks_total=total, chunks_done=done)
+
     def finish_stage(self) -> None:
-        if self._stage is not None:
-            elapsed = time.perf_counter() - self._stage_started
-            metrics.STAGE_SECONDS.labels(self._stage.value).observe(elapsed)
-            self._stage = None
+        self._observe(time.perf_counter())
+        self._stage = None
+
+    def _observe(self, now: float) -> None:
+        """Record the time spent in the stage ending now (indexing times its own stages,
+        which overlap)."""
+        if self._stage is not None and self._stage.value not in TIMED_STAGES:
+            metrics.STAGE_SECONDS.labels(self._stage.value).observe(now - self._stage_started)
 
 
 def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -> IndexResult:
@@ -254,7 +267,7 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
             return False
 
     config = services.ensure_index(job.index)
-    prepared = prepare_file(
+    with open_prepared(  # the child streams the chunks while they are embedded and stored
         path,
         filename=job.filename,
         settings=services.settings,
@@ -262,26 +275,29 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
         chunking=config.chunking,
         on_stage=report.stage,
         on_page=report.page,
-    )
-    if should_cancel():
-        raise Cancelled()
-    embedder = services.embedder_for(config.embedding)
-    request = IndexRequest(
-        prepared,
-        index=job.index,
-        document_id=job.document_id,
-        version=_version(services, work, attempt),
-        user_metadata=dict(job.metadata),
-        force=job.force,
-    )
-    with map_redis_errors():  # the fence's Redis calls, which the store phase makes
-        result = index_document(
-            request,
-            store=services.store,
-            embedder=embedder,
-            fence=services.fence,
-            hooks=IndexHooks(on_progress=report.chunks, should_cancel=should_cancel),
+    ) as prepared:
+        if should_cancel():
+            raise Cancelled()
+        embedder = services.embedder_for(config.embedding)
+        request = IndexRequest(
+            prepared,
+            index=job.index,
+            document_id=job.document_id,
+            version=_version(services, work, attempt),
+            user_metadata=dict(job.metadata),
+            force=job.force,
         )
+        with map_redis_errors():  # the fence's Redis calls, which the store phase makes
+            result = index_document(
+                request,
+                store=services.store,
+                embedder=embedder,
+                fence=services.fence,
+                hooks=IndexHooks(
+                    on_progress=report.chunks, should_cancel=should_cancel, on_stored=report.stored
+                ),
+                window=services.settings.indexing_window_chunks,
+            )
     report.finish_stage()
     report.update(
         chunks_total=result.chunks, chunks_embedded=result.chunks, chunks_done=result.chunks

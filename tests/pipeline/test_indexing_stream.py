@@ -1,0 +1,245 @@
+"""Streaming a long document from the parsing child into the store, window by window: the real
+child, the fake OpenAI-compatible server over HTTP, Qdrant in memory and the real Redis."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.chunking import ChunkingSpec
+from pipeline.embedders.base import COUNTERS, EmbeddingConfig
+from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
+from pipeline.errors import Cancelled, Superseded
+from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
+from pipeline.isolation.parent import Limits, open_isolated, prepare_isolated
+from pipeline.isolation.wire import CHUNK_BATCH
+from pipeline.prepare import prepare_document
+from pipeline.settings import ChunkUnit, Settings
+from pipeline.store import IndexConfig, VectorStore
+from pipeline.store.fencing import DocumentFence
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.paths import CORPUS_DIR
+from tests.support.redis_db import TestRedis
+from tests.support.settings import FAKE_DIMENSIONS, FAKE_MODEL
+
+INDEX = "docs"
+DOC = "long.txt"
+WINDOW = 16
+CHUNKING = ChunkingSpec(chunk_size=300, chunk_overlap=0, unit=ChunkUnit.CHARS)
+PARAGRAPHS = 1200
+"""One chunk each: many more chunks than the run may hold (2 windows and a child's batch)."""
+PDF = CORPUS_DIR / "pdf" / "ieee-tifs-individual-dp-2016.pdf"
+
+
+class InjectedCrash(Exception):
+    """Stands for a worker dying mid-stream."""
+
+
+def long_text(path: Path, marker: str) -> Path:
+    """A text file of PARAGRAPHS distinct paragraphs, each ending with `marker`."""
+    lines = [
+        f"Paragraph {n} of the ledger records shipment {n * 7919 % 10007} leaving the harbour "
+        f"at dawn, bound for port {n % 97}, with cargo manifest entry {n} signed twice by the "
+        f"quartermaster and the customs officer on duty that morning. {marker}"
+        for n in range(PARAGRAPHS)
+    ]
+    path.write_text("\n\n".join(lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def embedder(embedding_server: FakeEmbeddingServer) -> OpenAICompatibleEmbedder:
+    values: dict[str, Any] = {
+        "openai_base_url": embedding_server.base_url,
+        "openai_api_key": "sk-test",
+        "embedding_timeout_seconds": 5.0,
+        "embedding_max_batch": 8,
+    }
+    settings = Settings(**values)
+    return OpenAICompatibleEmbedder.from_settings(
+        model=FAKE_MODEL, dimensions=FAKE_DIMENSIONS, settings=settings
+    )
+
+
+@pytest.fixture
+def store(embedder: OpenAICompatibleEmbedder) -> Iterator[VectorStore]:
+    vector_store = VectorStore.open(Settings(qdrant_url=":memory:"))
+    embedding = EmbeddingConfig(provider="openai", model=FAKE_MODEL, dimensions=FAKE_DIMENSIONS)
+    vector_store.create_index(INDEX, IndexConfig(embedding=embedding, chunking=CHUNKING))
+    yield vector_store
+    vector_store.close()
+
+
+class Ingest:
+    """Streams a file from the real parsing child into `index_document`, as the runner does."""
+
+    def __init__(
+        self, store: VectorStore, embedder: OpenAICompatibleEmbedder, fence: DocumentFence
+    ) -> None:
+        self.store, self.embedder, self.fence = store, embedder, fence
+
+    def version(self) -> int:
+        live = self.store.live_document(INDEX, DOC)
+        return self.fence.next_version(INDEX, DOC, floor=live.version if live else 0)
+
+    def __call__(self, path: Path, version: int | None = None, **hooks: Any) -> IndexResult:
+        settings = Settings()
+        with open_isolated(path, filename=DOC, settings=settings, chunking=CHUNKING) as prepared:
+            request = IndexRequest(
+                prepared,
+                index=INDEX,
+                document_id=DOC,
+                version=self.version() if version is None else version,
+            )
+            return index_document(
+                request,
+                store=self.store,
+                embedder=self.embedder,
+                fence=self.fence,
+                hooks=IndexHooks(**hooks),
+                window=WINDOW,
+            )
+
+
+@pytest.fixture
+def ingest(store: VectorStore, embedder: OpenAICompatibleEmbedder, redis_db: TestRedis) -> Ingest:
+    return Ingest(store, embedder, DocumentFence(redis_db.client, key_prefix=redis_db.prefix))
+
+
+def stored_chunks(store: VectorStore) -> list[tuple[Any, ...]]:
+    """(chunk_index, text, start, end, page_start, page_end, version) of every point."""
+    keys = ("chunk_index", "text", "start", "end", "page_start", "page_end", "version")
+    rows = [tuple(point.payload[key] for key in keys) for point in store.live_points(INDEX)]
+    return sorted(rows)
+
+
+def after_embedding(count: int, action: Callable[[], Any]) -> Callable[[str, int, int], None]:
+    """An `on_progress` that runs `action` once `count` chunks have been embedded."""
+    fired: list[int] = []
+
+    def on_progress(stage: str, done: int, total: int) -> None:
+        if stage == "embedding" and done >= count and not fired:
+            fired.append(done)
+            action()
+
+    return on_progress
+
+
+def test_a_streamed_pdf_stores_every_chunk_once_with_its_offsets_and_pages(
+    store: VectorStore, ingest: Ingest
+) -> None:
+    expected = prepare_document(
+        PDF.read_bytes(), filename=DOC, settings=Settings(), chunking=CHUNKING
+    ).chunks
+    assert len(expected) > 4 * WINDOW and expected[-1].page_end and expected[-1].page_end > 1
+
+    result = ingest(PDF)
+    assert result.chunks == len(expected) == store.count_points(INDEX, DOC, state="live")
+    want = [(c.index, c.text, c.start, c.end, c.page_start, c.page_end, 1) for c in expected]
+    assert stored_chunks(store) == want
+    assert store.get_document(INDEX, DOC).chunks == len(expected)
+
+
+def test_the_run_holds_at_most_two_windows_and_one_batch(
+    tmp_path: Path, store: VectorStore, ingest: Ingest
+) -> None:
+    held: list[int] = []
+    result = ingest(long_text(tmp_path / "long.txt", "alpha"), on_held=held.append)
+    bound = 2 * WINDOW + CHUNK_BATCH
+    assert result.chunks == PARAGRAPHS > 3 * bound
+    assert 0 < max(held) <= bound
+    assert held[-1] == 0  # every chunk taken was written
+
+
+def test_nothing_of_a_new_version_is_visible_before_publish(
+    tmp_path: Path, store: VectorStore, ingest: Ingest
+) -> None:
+    ingest(long_text(tmp_path / "old.txt", "alpha"))
+    seen: dict[str, int] = {}
+
+    def look() -> None:
+        seen["staged"] = store.count_points(INDEX, DOC, version=2, state="staged")
+        seen["live new"] = store.count_points(INDEX, DOC, version=2, state="live")
+        seen["live old"] = store.count_points(INDEX, DOC, version=1, state="live")
+
+    ingest(long_text(tmp_path / "new.txt", "omega"), on_progress=after_embedding(600, look))
+    assert seen["staged"] >= 600 - 2 * WINDOW  # written while later windows were embedded
+    assert (seen["live new"], seen["live old"]) == (0, PARAGRAPHS)
+    assert {row[-1] for row in stored_chunks(store)} == {2}
+
+
+def test_a_cancel_mid_stream_leaves_the_index_as_it_was_and_stops_the_child(
+    tmp_path: Path, store: VectorStore, ingest: Ingest
+) -> None:
+    ingest(long_text(tmp_path / "old.txt", "alpha"))
+    cancel: list[bool] = []
+    with pytest.raises(Cancelled):
+        ingest(
+            long_text(tmp_path / "new.txt", "omega"),
+            on_progress=after_embedding(300, lambda: cancel.append(True)),
+            should_cancel=lambda: bool(cancel),
+        )
+    assert store.count_points(INDEX, DOC) == store.count_points(INDEX, DOC, version=1, state="live")
+    assert store.count_points(INDEX, DOC) == PARAGRAPHS
+    assert {row[-1] for row in stored_chunks(store)} == {1}
+    # The fork server was brought back to rest (the stopped child reaped): it parses again.
+    assert len(prepare_isolated(PDF, filename=PDF.name, settings=Settings()).chunks) > 0
+
+
+def test_an_upload_accepted_mid_stream_stops_the_older_attempt_and_drops_its_windows(
+    tmp_path: Path, store: VectorStore, ingest: Ingest
+) -> None:
+    ingest(long_text(tmp_path / "old.txt", "alpha"))
+    with pytest.raises(Superseded):
+        ingest(
+            long_text(tmp_path / "new.txt", "omega"),
+            on_progress=after_embedding(300, ingest.version),  # a newer upload is accepted
+        )
+    assert store.count_points(INDEX, DOC, version=2) == 0  # none landed after the drop
+    assert store.count_points(INDEX, DOC) == PARAGRAPHS
+    assert {row[-1] for row in stored_chunks(store)} == {1}
+
+
+def test_a_crash_mid_stream_then_the_redelivery_converges(
+    tmp_path: Path, store: VectorStore, ingest: Ingest
+) -> None:
+    ingest(long_text(tmp_path / "old.txt", "alpha"))
+    new = long_text(tmp_path / "new.txt", "omega")
+    version = ingest.version()
+
+    def crash() -> None:
+        raise InjectedCrash()
+
+    with pytest.raises(InjectedCrash):
+        ingest(new, version, on_progress=after_embedding(500, crash))
+    staged = store.count_points(INDEX, DOC, version=version, state="staged")
+    assert 0 < staged < PARAGRAPHS
+    assert store.count_points(INDEX, DOC, version=1, state="live") == PARAGRAPHS
+
+    before = COUNTERS.snapshot()["inputs"]
+    result = ingest(new, version)
+    embedded = COUNTERS.snapshot()["inputs"] - before
+    assert (result.version, result.chunks) == (version, PARAGRAPHS)
+    assert embedded == PARAGRAPHS - staged  # the staged points' vectors were reused
+    assert store.count_points(INDEX, DOC) == PARAGRAPHS
+    assert store.count_points(INDEX, DOC, version=version, state="live") == PARAGRAPHS
+
+
+def test_a_slow_consumer_does_not_spend_the_childs_wall_clock_limit(tmp_path: Path) -> None:
+    """The child waits on the pipe while the worker embeds; only the time the worker waits on
+    the child counts against `wall_seconds`."""
+    path = long_text(tmp_path / "long.txt", "alpha")
+    settings = Settings()
+    limits = Limits(memory_bytes=settings.extraction_memory_bytes, cpu_seconds=60, wall_seconds=12)
+    batches = 0
+    with open_isolated(
+        path, filename=DOC, settings=settings, chunking=CHUNKING, limits=limits
+    ) as prepared:
+        for _ in prepared.batches():
+            batches += 1
+            time.sleep(3.0)  # a slow embedder: 5 batches take longer than the limit
+    assert batches == -(-prepared.chunk_count // CHUNK_BATCH) >= 4
