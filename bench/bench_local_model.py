@@ -15,8 +15,9 @@ For each version, in child processes so that neither inherits the other's memory
 2. bare: `prepare_document` on each document (not timed), then one
    `LocalEmbedder.embed_documents(chunks)` call per document; CPU of that call alone. The
    vectors are kept, and the baseline's are compared with ours (largest absolute difference).
-3. naive: for each document, `prepare_document`, then one `embed_documents([text])` call per
-   chunk, sequentially, nothing stored (the loop bench_service.py compares the service with).
+3. naive, once, with this checkout's embedder (the reference for both versions): for each
+   document, `prepare_document`, then one `embed_documents([text])` call per chunk,
+   sequentially, nothing stored (the loop bench_service.py compares the service with).
 
 The embedders use every CPU of the process (`local_model_threads=0`), as `serve` does.
 """
@@ -267,8 +268,9 @@ def main() -> int:
             out = Path(tmp) / f"{len(data)}-{uuid.uuid4().hex[:6]}.npy"
             data[version.name]["bare"] = run_worker(version, "bare", paths, out)
             data[version.name]["vectors_file"] = out
+        naive = run_worker(versions[-1], "naive", paths, None)  # one reference for both
         for version in versions:
-            data[version.name]["naive"] = run_worker(version, "naive", paths, None)
+            data[version.name]["naive"] = naive
         old, new = (np.load(data[version.name].pop("vectors_file")) for version in versions)
         data["max_abs_difference"], data["vectors"] = float(np.abs(old - new).max()), len(new)
         load_end = ", ".join(f"{load:.1f}" for load in os.getloadavg())
