@@ -8,7 +8,7 @@ reaches the network.
 Inference is the sentence-transformers recipe: [CLS] text [SEP], truncated to
 `max_seq_length` tokens, mean of the last hidden states over the attention mask, L2 norm.
 Inputs are sorted by token count before batching so each batch is padded only to its own
-longest member, then the vectors are put back in input order.
+longest member (longest batches first), then the vectors are put back in input order.
 
 Memory: onnxruntime's CPU arena keeps the largest activations any run needed, and those grow
 with batch size × padded length² (the attention scores). So a batch is bounded by padded tokens
@@ -61,9 +61,9 @@ DEFAULT_MAX_BATCH = 16
 time per input grows with the batch past 16 (8/16: ~215 ms, 32: ~250 ms, 64: ~295 ms); at 256
 tokens it is flat."""
 
-DEFAULT_MAX_BATCH_TOKENS = 2048
-"""Padded tokens (inputs × longest input) per `session.run`: batches of 16 up to 128 tokens,
-fewer beyond. BENCHMARKS.md, "Local model: memory", has the measurements."""
+DEFAULT_MAX_BATCH_TOKENS = 512
+"""Padded tokens (inputs × longest input) per `session.run`: 16 inputs up to 32 tokens,
+fewer beyond. BENCHMARKS.md, "Local model: memory and CPU", has the measurements."""
 
 _load_lock = threading.Lock()
 _SHRINK_ARENA = "memory.enable_memory_arena_shrinkage"
@@ -101,18 +101,23 @@ def _run_options(*, shrink_arena: bool) -> ort.RunOptions:
 
 
 def plan_batches(lengths: Sequence[int], *, max_batch: int, max_tokens: int) -> list[list[int]]:
-    """Group input indexes, shortest first, into batches of at most `max_batch` inputs and
+    """Group input indexes, longest first, into batches of at most `max_batch` inputs and
     `max_tokens` padded tokens (inputs × the longest); an input longer than `max_tokens`
-    goes alone."""
+    goes alone.
+
+    Longest first because the arena keeps what it once allocated: a later, narrower batch
+    fits in the blocks the first one freed, whereas widths growing run after run would each
+    need new, larger blocks beside the old ones.
+    """
     batches: list[list[int]] = []
     current: list[int] = []
-    for index in sorted(range(len(lengths)), key=lengths.__getitem__):
-        # Sorted ascending, so this input is the longest of the batch it joins.
-        if current and (
-            len(current) >= max_batch or (len(current) + 1) * lengths[index] > max_tokens
-        ):
+    width = 0  # the longest input of `current`: its first
+    for index in sorted(range(len(lengths)), key=lengths.__getitem__, reverse=True):
+        if current and (len(current) >= max_batch or (len(current) + 1) * width > max_tokens):
             batches.append(current)
             current = []
+        if not current:
+            width = lengths[index]
         current.append(index)
     if current:
         batches.append(current)
