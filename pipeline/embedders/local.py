@@ -105,9 +105,8 @@ def plan_batches(lengths: Sequence[int], *, max_batch: int, max_tokens: int) -> 
     `max_tokens` padded tokens (inputs × the longest); an input longer than `max_tokens`
     goes alone.
 
-    Longest first because the arena keeps what it once allocated: a later, narrower batch
-    fits in the blocks the first one freed, whereas widths growing run after run would each
-    need new, larger blocks beside the old ones.
+    Longest first, so that a call's first run asks the arena for its largest blocks and the
+    narrower runs after it can reuse them.
     """
     batches: list[list[int]] = []
     current: list[int] = []

@@ -124,11 +124,11 @@ def test_batches_are_bounded_by_count_and_padded_tokens() -> None:
     plan = plan_batches(lengths, max_batch=3, max_tokens=512)
     assert sorted(index for batch in plan for index in batch) == list(range(len(lengths)))
     assert [[lengths[index] for index in batch] for batch in plan] == [
-        [5, 10, 40],  # the count bound
-        [120, 128, 128],  # 3 × 128 = 384 padded tokens
-        [250],  # a second would pad to 2 × 300 > 512
-        [300],
         [600],  # longer than the budget: alone
+        [300],  # a second input would pad to 2 × 300 > 512
+        [250, 128],  # a third would pad to 3 × 250
+        [128, 120, 40],  # 3 × 128 = 384 padded tokens, and the count bound
+        [10, 5],
     ]
     assert plan_batches([], max_batch=16, max_tokens=2048) == []
 
