@@ -225,6 +225,10 @@ class Settings(BaseSettings):
     local_model_threads: int = Field(default=0, ge=0)
     """CPU threads for the local model; 0 means one per core."""
 
+    local_model_batch_tokens: int = Field(default=512, gt=0)
+    """Padded tokens (inputs × the longest input) per run of the local model; bounds the
+    memory one batch takes (at the default, 16 inputs up to 32 tokens, 1 beyond 256)."""
+
     query_cache_size: int = Field(default=1024, ge=0)
     """Query embeddings kept in memory (LRU); 0 disables the cache."""
 

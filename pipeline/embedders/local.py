@@ -8,7 +8,15 @@ reaches the network.
 Inference is the sentence-transformers recipe: [CLS] text [SEP], truncated to
 `max_seq_length` tokens, mean of the last hidden states over the attention mask, L2 norm.
 Inputs are sorted by token count before batching so each batch is padded only to its own
-longest member, then the vectors are put back in input order.
+longest member (longest batches first), then the vectors are put back in input order.
+
+Memory: onnxruntime's CPU arena keeps the largest activations any run needed, and those grow
+with batch size × padded length² (the attention scores). So a batch is bounded by padded tokens
+(`max_batch_tokens`, inputs × longest) as well as by count, documents' runs take turns on one
+session (two at once only add up their activations and oversubscribe the intra-op threads),
+and each `embed_documents` call ends with a run that hands the arena's free chunks back.
+The intra-op threads block instead of spinning when idle: on a CPU shared with the API, the
+parsing child and other jobs a spinning thread burns time that the others need.
 
 The default `max_seq_length` is 512, the model's full position range, although it was trained
 at 128. At 256 the tail of a long input is cut and invisible to dense search, and long inputs are
@@ -53,7 +61,12 @@ DEFAULT_MAX_BATCH = 16
 time per input grows with the batch past 16 (8/16: ~215 ms, 32: ~250 ms, 64: ~295 ms); at 256
 tokens it is flat."""
 
+DEFAULT_MAX_BATCH_TOKENS = 512
+"""Padded tokens (inputs × longest input) per `session.run`: 16 inputs up to 32 tokens,
+fewer beyond. BENCHMARKS.md, "Local model: memory and CPU", has the measurements."""
+
 _load_lock = threading.Lock()
+_SHRINK_ARENA = "memory.enable_memory_arena_shrinkage"
 
 
 def _available_models() -> str:
@@ -75,6 +88,39 @@ class _Runtime:
     tokenizer: Tokenizer
     input_names: frozenset[str]
     pooled: bool  # the graph already returns one pooled vector per input
+    run_lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held by documents' runs, one at a time; a query's single short run does not wait."""
+    shrink: ort.RunOptions = field(default_factory=lambda: _run_options(shrink_arena=True))
+
+
+def _run_options(*, shrink_arena: bool) -> ort.RunOptions:
+    options = ort.RunOptions()
+    if shrink_arena:  # after this run, free chunks of the CPU arena go back to the system
+        options.add_run_config_entry(_SHRINK_ARENA, "cpu:0")
+    return options
+
+
+def plan_batches(lengths: Sequence[int], *, max_batch: int, max_tokens: int) -> list[list[int]]:
+    """Group input indexes, longest first, into batches of at most `max_batch` inputs and
+    `max_tokens` padded tokens (inputs × the longest); an input longer than `max_tokens`
+    goes alone.
+
+    Longest first, so that a call's first run asks the arena for its largest blocks and the
+    narrower runs after it can reuse them.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    width = 0  # the longest input of `current`: its first
+    for index in sorted(range(len(lengths)), key=lengths.__getitem__, reverse=True):
+        if current and (len(current) >= max_batch or (len(current) + 1) * width > max_tokens):
+            batches.append(current)
+            current = []
+        if not current:
+            width = lengths[index]
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
 
 
 @lru_cache(maxsize=4)
@@ -86,6 +132,7 @@ def _load_runtime(model_file: Path, threads: int, max_seq_length: int) -> _Runti
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # errors only: initializer notices are not ours to act on
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped Fail/InvalidGraph errors
@@ -111,6 +158,7 @@ class LocalEmbedder:
     _runtime: _Runtime = field(repr=False)
     max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH
     max_batch: int = DEFAULT_MAX_BATCH
+    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     provider: str = "local"
     model: str = MODEL_NAME
     dimensions: int = DIMENSIONS
@@ -123,13 +171,15 @@ class LocalEmbedder:
         threads: int = 0,
         *,
         max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
         model_file: Path | None = None,
     ) -> LocalEmbedder:
         """Return an embedder of `model`; the session is built once per process and setting.
 
         `threads=0` uses every CPU this process may run on. `max_seq_length` counts tokens
-        including [CLS] and [SEP]; longer inputs are truncated. `model_file` replaces the
-        wheel's model file (it must still match the pinned sha256).
+        including [CLS] and [SEP]; longer inputs are truncated. `max_batch_tokens` bounds a
+        batch's padded tokens (inputs × longest). `model_file` replaces the wheel's model
+        file (it must still match the pinned sha256).
         """
         if model not in MODEL_ALIASES:
             raise ValueError(
@@ -143,10 +193,12 @@ class LocalEmbedder:
             raise ValueError(f"max_seq_length must be between 3 and {MAX_POSITIONS}")
         if threads < 0:
             raise ValueError("threads must be 0 (one per CPU) or positive")
+        if max_batch_tokens < 1:
+            raise ValueError("max_batch_tokens must be positive")
         path = Path(model_file or LOCAL_MODEL.installed_path()).resolve()
         with _load_lock:  # one load per key even when many threads ask at once
             runtime = _load_runtime(path, _resolve_threads(threads), max_seq_length)
-        return cls(runtime, max_seq_length=max_seq_length)
+        return cls(runtime, max_seq_length=max_seq_length, max_batch_tokens=max_batch_tokens)
 
     def embed_documents(
         self, texts: Sequence[str], on_progress: ProgressCallback | None = None
@@ -154,35 +206,37 @@ class LocalEmbedder:
         """Return one unit vector per text, in input order, shape (len(texts), 384)."""
         # An E5-style model would prepend "passage: " here and "query: " in embed_query;
         # MiniLM was trained without prefixes, so both embed the text as it is.
-        return self._embed(list(texts), on_progress)
+        return self._embed(list(texts), on_progress, document=True)
 
     def embed_query(self, text: str) -> np.ndarray:
         """Return the unit vector of a search query, shape (384,)."""
-        return self._embed([text], None)[0]
+        return self._embed([text], None, document=False)[0]
 
-    def _embed(self, texts: list[str], on_progress: ProgressCallback | None) -> np.ndarray:
+    def _embed(
+        self, texts: list[str], on_progress: ProgressCallback | None, *, document: bool
+    ) -> np.ndarray:
         vectors = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
             return vectors
         encodings = self._runtime.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda index: len(encodings[index].ids))
-        done = tokens = batches = 0
-        for start in range(0, len(order), self.max_batch):
-            indices = order[start : start + self.max_batch]
+        lengths = [len(encoding.ids) for encoding in encodings]
+        plan = plan_batches(lengths, max_batch=self.max_batch, max_tokens=self.max_batch_tokens)
+        done = 0
+        for number, indices in enumerate(plan, start=1):
             batch = [encodings[index] for index in indices]
-            started = time.perf_counter()
-            vectors[indices] = self._run(batch)
-            elapsed = time.perf_counter() - started
-            metrics.EMBEDDING_REQUEST_SECONDS.labels("local").observe(elapsed)
+            if document:
+                options = self._runtime.shrink if number == len(plan) else None
+                with self._runtime.run_lock:
+                    vectors[indices] = self._run(batch, options)
+            else:
+                vectors[indices] = self._run(batch, None)
             done += len(indices)
-            tokens += sum(len(encoding.ids) for encoding in batch)
-            batches += 1
             if on_progress is not None:
                 on_progress(done)
-        COUNTERS.add(requests=batches, inputs=len(texts), tokens=tokens)
+        COUNTERS.add(requests=len(plan), inputs=len(texts), tokens=sum(lengths))
         return vectors
 
-    def _run(self, batch: list[Encoding]) -> np.ndarray:
+    def _run(self, batch: list[Encoding], options: ort.RunOptions | None) -> np.ndarray:
         """Embed one batch: pad to its longest input, mean-pool over the mask, normalise."""
         width = max(len(encoding.ids) for encoding in batch)
         input_ids = np.zeros((len(batch), width), dtype=np.int64)  # 0 is [PAD]
@@ -193,10 +247,13 @@ class LocalEmbedder:
         feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
         if "token_type_ids" in self._runtime.input_names:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
+        started = time.perf_counter()
         try:
-            output = self._runtime.session.run(None, feeds)[0]
+            output = self._runtime.session.run(None, feeds, options)[0]
         except Exception as exc:  # onnxruntime's errors share no useful base class
             raise EmbeddingFailed(f"the local embedding model failed: {exc}") from exc
+        elapsed = time.perf_counter() - started
+        metrics.EMBEDDING_REQUEST_SECONDS.labels("local").observe(elapsed)
         if self._runtime.pooled:
             pooled = np.asarray(output, dtype=np.float32)
         else:

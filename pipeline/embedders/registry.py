@@ -48,7 +48,10 @@ def _local(config: EmbeddingConfig, settings: Settings, redis: Redis | None) -> 
     from pipeline.embedders.local import LocalEmbedder
 
     return LocalEmbedder.load(
-        model=config.model, dimensions=config.dimensions, threads=settings.local_model_threads
+        model=config.model,
+        dimensions=config.dimensions,
+        threads=settings.local_model_threads,
+        max_batch_tokens=settings.local_model_batch_tokens,
     )
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.embedders.artifacts import LOCAL_MODEL
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
-from pipeline.embedders.local import LocalEmbedder
+from pipeline.embedders.local import LocalEmbedder, plan_batches
 from pipeline.embedders.registry import build_embedder
 from pipeline.errors import EmbeddingFailed
 from pipeline.settings import Settings
@@ -119,6 +119,39 @@ def test_progress_and_counters_follow_internal_batches(embedder: LocalEmbedder) 
     assert after["tokens"] - before["tokens"] >= len(texts) * 6  # [CLS] 4 words [SEP] or more
 
 
+def test_batches_are_bounded_by_count_and_padded_tokens() -> None:
+    lengths = [300, 10, 120, 600, 40, 128, 128, 250, 5]
+    plan = plan_batches(lengths, max_batch=3, max_tokens=512)
+    assert sorted(index for batch in plan for index in batch) == list(range(len(lengths)))
+    assert [[lengths[index] for index in batch] for batch in plan] == [
+        [600],  # longer than the budget: alone
+        [300],  # a second input would pad to 2 × 300 > 512
+        [250, 128],  # a third would pad to 3 × 250
+        [128, 120, 40],  # 3 × 128 = 384 padded tokens, and the count bound
+        [10, 5],
+    ]
+    assert plan_batches([], max_batch=16, max_tokens=2048) == []
+
+
+def test_a_token_budget_changes_batches_not_vectors(
+    embedder: LocalEmbedder, scifact: tuple[dict[str, str], dict[str, str]]
+) -> None:
+    _, docs = scifact
+    texts = [*docs.values(), *(f"short sentence {index} on tides" for index in range(20))]
+    by_count = embedder.embed_documents(texts)
+    small = LocalEmbedder.load(max_batch_tokens=300)
+    requests = COUNTERS.snapshot()["requests"]
+    by_tokens = small.embed_documents(texts)
+    assert COUNTERS.snapshot()["requests"] - requests > len(texts) // embedder.max_batch + 1
+    assert float(np.abs(by_tokens - by_count).max()) < 1e-5
+
+
+def test_settings_give_the_local_model_its_token_budget() -> None:
+    built = build_embedder(EmbeddingConfig(), settings=Settings(local_model_batch_tokens=512))
+    assert isinstance(built, LocalEmbedder)
+    assert built.max_batch_tokens == 512
+
+
 def test_relevant_abstract_ranks_above_unrelated(
     embedder: LocalEmbedder, scifact: tuple[dict[str, str], dict[str, str]]
 ) -> None:
@@ -174,6 +207,7 @@ def test_build_embedder_and_aliases_give_the_same_model() -> None:
         ({"dimensions": 1536}, "384 dimensions"),
         ({"max_seq_length": 1024}, "max_seq_length"),
         ({"threads": -1}, "threads"),
+        ({"max_batch_tokens": 0}, "max_batch_tokens"),
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, object], message: str) -> None:
@@ -220,7 +254,7 @@ def test_embeds_without_any_network() -> None:
             pass
         else:
             sys.exit("the network is reachable: the test proves nothing")
-        from pipeline.embedders.local import LocalEmbedder
+        from pipeline.embedders.local import LocalEmbedder, plan_batches
         vector = LocalEmbedder.load().embed_query("offline embedding")
         assert vector.shape == (384,), vector.shape
         assert "huggingface_hub" not in sys.modules
