@@ -3,7 +3,10 @@ to its job error code (the child dies, this process does not)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedForm
 from pipeline.isolation.parent import MIN_CPU_SECONDS, Limits, child_environment, prepare_isolated
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
-from tests.support.paths import EXAMPLES_DIR
+from tests.support.paths import EXAMPLES_DIR, REPO_DIR
 
 EXAMPLES = EXAMPLES_DIR
 RFC = EXAMPLES / "rfc6455-websocket.txt"
@@ -108,3 +111,41 @@ def test_the_parsing_processes_get_no_secrets() -> None:
         "PGPASSWORD": "pg",
     }
     assert child_environment(environ) == {"PATH": "/usr/bin", "HOME": "/home/docingest"}
+
+
+WARM_CHECK = """
+import gc, json, sys
+from pathlib import Path
+from pipeline.isolation import child
+from pipeline.prepare import prepare_document
+from pipeline.settings import Settings
+
+child._warm_up()
+frozen, before = gc.get_freeze_count(), set(sys.modules)
+for path in map(Path, sys.argv[1:]):
+    prepare_document(path.read_bytes(), filename=path.name, settings=Settings())
+print(json.dumps({"frozen": frozen, "imported": sorted(set(sys.modules) - before)}))
+"""
+
+
+def test_the_fork_server_loads_what_parsing_needs_before_it_forks(corpus_dir: Path) -> None:
+    """What a child would otherwise import on first use (some 80 codec modules for a
+    non-UTF-8 text) is loaded by the server, and its heap is frozen out of the children's
+    garbage collections."""
+    files = [
+        corpus_dir / "txt" / "cp1251-russian.txt",
+        corpus_dir / "markdown" / "umlauts-non-utf8.md",
+        corpus_dir / "html" / "shift_jis-no-charset-declared.html",
+        corpus_dir / "txt" / "latin1-french-visa.txt",
+    ]
+    found = subprocess.run(
+        [sys.executable, "-c", WARM_CHECK, *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_DIR,
+        env=child_environment(os.environ),
+    )
+    report = json.loads(found.stdout)
+    assert report["frozen"] > 100_000
+    assert report["imported"] == []
