@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
-from pipeline.isolation.parent import MIN_CPU_SECONDS, Limits, child_environment, prepare_isolated
+from pipeline.isolation.parent import (
+    MIN_CPU_SECONDS,
+    Limits,
+    child_environment,
+    prepare_isolated,
+    start_fork_servers,
+)
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
 from tests.support.paths import EXAMPLES_DIR, REPO_DIR
@@ -149,3 +155,30 @@ def test_the_fork_server_loads_what_parsing_needs_before_it_forks(corpus_dir: Pa
     report = json.loads(found.stdout)
     assert report["frozen"] > 100_000
     assert report["imported"] == []
+
+
+def _fork_servers() -> set[int]:
+    """Pids of this process's children that are fork servers."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if parent == os.getpid() and b"pipeline.isolation.child" in command:
+            found.add(int(entry.name))
+    return found
+
+
+def test_fork_servers_started_ahead_serve_the_uploads() -> None:
+    before = _fork_servers()
+    start_fork_servers(len(before) + 2)
+    started = _fork_servers()
+    assert len(started) == len(before) + 2
+    settings = Settings()
+    for _ in range(3):
+        prepare_isolated(RFC, filename=RFC.name, settings=settings)
+    assert _fork_servers() == started  # no server was started for those uploads
