@@ -1,6 +1,10 @@
 """A bounded load on loopback: many small uploads from concurrent clients while searches run.
 
 Run: .venv/bin/python bench/bench_load.py [--uploads 500] [--clients 20] [--searchers 2] [--quick]
+     [--baseline DIR]
+
+`--baseline DIR` first runs the same load against a serve of another checkout (e.g.
+`git archive main | tar -x -C DIR`), then against this tree, and prints the jobs/s ratio.
 
 Starts a real `docingest serve` (API and in-process worker, extraction isolated in a child
 process, local-mode Qdrant) with production settings on a free port, its own data directory and
@@ -43,7 +47,14 @@ sys.path.insert(0, str(REPO))
 from _common import find_corpus, machine  # noqa: E402
 
 from pipeline.settings import Settings  # noqa: E402
-from tests.support.load import LoadRun, plan_uploads, run_load, serving, source_files  # noqa: E402
+from tests.support.load import (  # noqa: E402
+    LoadRun,
+    Upload,
+    plan_uploads,
+    run_load,
+    serving,
+    source_files,
+)
 from tests.support.load_checks import Findings, check_api, check_store, percentile  # noqa: E402
 
 INDEX = "load"
@@ -71,6 +82,7 @@ def report(
 ) -> None:
     command = f"python bench/bench_load.py --uploads {args.uploads} --clients {args.clients} "
     command += f"--searchers {args.searchers}" + (" --quick" if args.quick else "")
+    command += f" --baseline {args.baseline}" if args.baseline else ""
     print(f"\nCommand: `{command}`, on {datetime.now(UTC):%Y-%m-%d}. Machine: {machine()}.")
     print(f"Code: {code}. Load average (1, 5, 15 min): {loads[0]} at start, {loads[1]} at end.")
     ids = {sent.upload.document_id for sent in run.sent}
@@ -128,25 +140,14 @@ def _run_seconds(run: LoadRun) -> list[float]:
     return seconds
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--uploads", type=int, help="uploads (default 500, quick 100)")
-    parser.add_argument("--clients", type=int, help="concurrent upload clients (20, quick 10)")
-    parser.add_argument("--searchers", type=int, help="concurrent search clients (2, quick 1)")
-    parser.add_argument("--quick", action="store_true", help="a smaller run")
-    parser.add_argument("--timeout", type=float, default=3600, help="seconds until 'not ended'")
-    parser.add_argument("--seed", type=int, default=0, help="of the re-upload plan")
-    args = parser.parse_args()
-    args.uploads = args.uploads or (100 if args.quick else 500)
-    args.clients = args.clients or (10 if args.quick else 20)
-    args.searchers = args.searchers if args.searchers is not None else (1 if args.quick else 2)
-    plan = plan_uploads(source_files(find_corpus()), uploads=args.uploads, seed=args.seed)
-    loads = [", ".join(f"{load:.1f}" for load in os.getloadavg())]
-    code = code_version()  # now: the service runs the code it started with
+def load_once(
+    args: argparse.Namespace, plan: list[Upload], *, code: Path | None
+) -> tuple[LoadRun, Findings]:
+    """Run the load against a serve of `code` (None: this tree) and check what it left."""
     with tempfile.TemporaryDirectory(prefix="docingest-bench-load-") as tmp:
         data_dir = Path(tmp) / "data"
-        with serving(data_dir) as env:
-            print(f"serving on {env.base_url}, data in {data_dir}", flush=True)
+        with serving(data_dir, code=code) as env:
+            print(f"serving {code or 'this tree'} on {env.base_url}", flush=True)
             run = run_load(
                 env.base_url,
                 plan,
@@ -161,15 +162,42 @@ def main() -> int:
                 max_attempts = Settings.model_fields["job_max_attempts"].default
                 found = check_api(client, run, max_attempts=max_attempts)
         check_store(found, data_dir, INDEX)
-    loads.append(", ".join(f"{load:.1f}" for load in os.getloadavg()))
-    report(args, run, found, code=code, loads=loads)
-    if found.violations:
-        counts = Counter(violation.split(":")[0] for violation in found.violations)
-        print(f"\nFAILED: {dict(counts)}")
-        for violation in found.violations[:30]:
-            print(f"- {violation}")
-        return 1
-    return 0
+    return run, found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--uploads", type=int, help="uploads (default 500, quick 100)")
+    parser.add_argument("--clients", type=int, help="concurrent upload clients (20, quick 10)")
+    parser.add_argument("--searchers", type=int, help="concurrent search clients (2, quick 1)")
+    parser.add_argument("--quick", action="store_true", help="a smaller run")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds until 'not ended'")
+    parser.add_argument("--seed", type=int, default=0, help="of the re-upload plan")
+    parser.add_argument("--baseline", type=Path, help="another checkout to load first")
+    args = parser.parse_args()
+    args.uploads = args.uploads or (100 if args.quick else 500)
+    args.clients = args.clients or (10 if args.quick else 20)
+    args.searchers = args.searchers if args.searchers is not None else (1 if args.quick else 2)
+    plan = plan_uploads(source_files(find_corpus()), uploads=args.uploads, seed=args.seed)
+    failed = False
+    jobs_per_second: list[float] = []
+    for code in ([args.baseline] if args.baseline else []) + [None]:
+        loads = [", ".join(f"{load:.1f}" for load in os.getloadavg())]
+        label = f"baseline {code}" if code else code_version()
+        run, found = load_once(args, plan, code=code)
+        loads.append(", ".join(f"{load:.1f}" for load in os.getloadavg()))
+        report(args, run, found, code=label, loads=loads)
+        ended = found.completed + sum(found.failed.values())
+        jobs_per_second.append(ended / run.wall_seconds)
+        if found.violations:
+            failed = True
+            counts = Counter(violation.split(":")[0] for violation in found.violations)
+            print(f"\nFAILED: {dict(counts)}")
+            for violation in found.violations[:30]:
+                print(f"- {violation}")
+    if len(jobs_per_second) == 2:
+        print(f"\nThis tree / baseline: {jobs_per_second[1] / jobs_per_second[0]:.2f}× the jobs/s")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

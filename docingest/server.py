@@ -23,6 +23,7 @@ from api.app import create_app
 from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis, redact_url
 from pipeline.embedders.artifacts import verify_bundled_files
 from pipeline.errors import IngestError
+from pipeline.isolation.parent import start_fork_servers
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
 from pipeline.log import configure_logging
 from pipeline.services import Services
@@ -141,6 +142,8 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
         services.close()
         raise
     context.install(services)
+    if settings.isolate_extraction:
+        start_fork_servers(settings.worker_concurrency)
     celery_app = create_celery_app(settings)
     worker = EmbeddedWorker(celery_app, concurrency=settings.worker_concurrency)
     ticker = HousekeepingTicker(celery_app, services)

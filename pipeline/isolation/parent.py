@@ -212,6 +212,15 @@ class _ServerPool:
                 server.close()
         return _Server()
 
+    def prestart(self, count: int) -> None:
+        """Start servers until `count` are idle (they import and warm up in the background)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._idle, self._pid = [], os.getpid()
+            self._idle = [server for server in self._idle if server.alive()]
+            while len(self._idle) < count:
+                self._idle.append(_Server())
+
     def give_back(self, server: _Server) -> None:
         with self._lock:
             self._idle.append(server)
@@ -225,6 +234,13 @@ class _ServerPool:
 
 _POOL = _ServerPool()
 atexit.register(_POOL.close)
+
+
+def start_fork_servers(count: int) -> None:
+    """Start `count` fork servers now, one per job slot, rather than on the slots' first
+    uploads: each takes seconds to import and warm the parsers, during which those uploads
+    would wait (measured: the first jobs of a load test ran for ~8 s instead of ~0.2 s)."""
+    _POOL.prestart(count)
 
 
 @contextmanager

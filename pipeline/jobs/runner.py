@@ -58,12 +58,24 @@ class LostJob(Exception):
 
 
 class Heartbeat:
-    """A thread that records every `interval` s that an attempt is alive, until closed."""
+    """A thread that records every `interval` s that an attempt is alive, until closed, and
+    writes the progress posted to it (`post`), so the job never waits on Redis for it.
+
+    Posts that arrive while a write is under way are merged (the newest value of each field
+    wins) and go out together in the next write: a small upload's five or six progress
+    updates cost the job no round trip, and a large one's per-batch updates no more than one
+    at a time. Every write is also a heartbeat; one that finds the attempt no longer owns the
+    job sets `lost`. Closing writes what is still pending, so the job's last progress lands
+    before its outcome is recorded.
+    """
 
     def __init__(self, jobs: JobStore, job_id: str, attempt: int, *, interval: float) -> None:
         self._jobs, self._job_id, self._attempt = jobs, job_id, attempt
         self._interval = interval
         self._stop = threading.Event()
+        self._posted = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: dict[str, Any] = {}
         self.lost = False
         self._thread = threading.Thread(
             target=contextvars.copy_context().run,  # its log lines carry the job's fields
@@ -80,16 +92,33 @@ class Heartbeat:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._stop.set()
+        self._posted.set()
         self._thread.join(timeout=self._interval + 5)
 
+    def post(self, **fields: Any) -> None:
+        """Have `fields` (`JobStore.update`'s keyword arguments) written soon."""
+        with self._lock:
+            self._pending.update(fields)
+        self._posted.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                if not self._jobs.heartbeat(self._job_id, self._attempt):
-                    self.lost = True
-                    return
-            except DependencyUnavailable as exc:  # Redis blipped: the next beat may pass
-                log.warning("heartbeat of job %s failed: %s", self._job_id, exc)
+        while not self.lost:
+            self._posted.wait(self._interval)
+            self._posted.clear()
+            stopping = self._stop.is_set()
+            with self._lock:
+                fields, self._pending = self._pending, {}
+            if fields or not stopping:
+                self._write(fields)
+            if stopping:
+                return
+
+    def _write(self, fields: dict[str, Any]) -> None:
+        try:
+            if not self._jobs.update(self._job_id, self._attempt, **fields):
+                self.lost = True
+        except DependencyUnavailable as exc:  # Redis blipped: the next write may pass
+            log.warning("heartbeat or progress of job %s not recorded: %s", self._job_id, exc)
 
 
 def retry_delay(attempt: int, error: TransientError, *, base: float, cap: float) -> float:
@@ -195,10 +224,11 @@ def _lost(job_id: str) -> str:
 
 
 class _Reporter:
-    """Turns stage and count callbacks into fenced job updates; raises `LostJob` when fenced."""
+    """Turns stage and count callbacks into job updates, posted to the attempt's heartbeat
+    thread; raises `LostJob` once a write has found the job fenced."""
 
-    def __init__(self, jobs: JobStore, job_id: str, attempt: int) -> None:
-        self._jobs, self._job_id, self._attempt = jobs, job_id, attempt
+    def __init__(self, beat: Heartbeat) -> None:
+        self._beat = beat
         self._stage: JobStage | None = None
         self._stage_started = time.perf_counter()
 
@@ -207,13 +237,11 @@ class _Reporter:
             now = time.perf_counter()
             self._observe(now)
             self._stage, self._stage_started = stage, now
-        try:
-            owned = self._jobs.update(self._job_id, self._attempt, stage=stage, **fields)
-        except DependencyUnavailable as exc:  # progress is best effort; the job goes on
-            log.warning("progress of job %s not recorded: %s", self._job_id, exc)
-            return
-        if not owned:
+        if self._beat.lost:
             raise LostJob()
+        if stage is not None:
+            fields["stage"] = stage
+        self._beat.post(**fields)
 
     def stage(self, name: str) -> None:
         stage = JobStage(name)
@@ -250,7 +278,7 @@ class _Reporter:
 def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -> IndexResult:
     job = work.job
     jobs = services.jobs
-    report = _Reporter(jobs, job.job_id, attempt)
+    report = _Reporter(beat)
     path = services.staged_path(work.staged_name)
     if not path.is_file():
         raise DependencyUnavailable(

@@ -3,16 +3,25 @@ to its job error code (the child dies, this process does not)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
-from pipeline.isolation.parent import MIN_CPU_SECONDS, Limits, child_environment, prepare_isolated
+from pipeline.isolation.parent import (
+    MIN_CPU_SECONDS,
+    Limits,
+    child_environment,
+    prepare_isolated,
+    start_fork_servers,
+)
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
-from tests.support.paths import EXAMPLES_DIR
+from tests.support.paths import EXAMPLES_DIR, REPO_DIR
 
 EXAMPLES = EXAMPLES_DIR
 RFC = EXAMPLES / "rfc6455-websocket.txt"
@@ -108,3 +117,68 @@ def test_the_parsing_processes_get_no_secrets() -> None:
         "PGPASSWORD": "pg",
     }
     assert child_environment(environ) == {"PATH": "/usr/bin", "HOME": "/home/docingest"}
+
+
+WARM_CHECK = """
+import gc, json, sys
+from pathlib import Path
+from pipeline.isolation import child
+from pipeline.prepare import prepare_document
+from pipeline.settings import Settings
+
+child._warm_up()
+frozen, before = gc.get_freeze_count(), set(sys.modules)
+for path in map(Path, sys.argv[1:]):
+    prepare_document(path.read_bytes(), filename=path.name, settings=Settings())
+print(json.dumps({"frozen": frozen, "imported": sorted(set(sys.modules) - before)}))
+"""
+
+
+def test_the_fork_server_loads_what_parsing_needs_before_it_forks(corpus_dir: Path) -> None:
+    """What a child would otherwise import on first use (some 80 codec modules for a
+    non-UTF-8 text) is loaded by the server, and its heap is frozen out of the children's
+    garbage collections."""
+    files = [
+        corpus_dir / "txt" / "cp1251-russian.txt",
+        corpus_dir / "markdown" / "umlauts-non-utf8.md",
+        corpus_dir / "html" / "shift_jis-no-charset-declared.html",
+        corpus_dir / "txt" / "latin1-french-visa.txt",
+    ]
+    found = subprocess.run(
+        [sys.executable, "-c", WARM_CHECK, *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_DIR,
+        env=child_environment(os.environ),
+    )
+    report = json.loads(found.stdout)
+    assert report["frozen"] > 100_000
+    assert report["imported"] == []
+
+
+def _fork_servers() -> set[int]:
+    """Pids of this process's children that are fork servers."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if parent == os.getpid() and b"pipeline.isolation.child" in command:
+            found.add(int(entry.name))
+    return found
+
+
+def test_fork_servers_started_ahead_serve_the_uploads() -> None:
+    before = _fork_servers()
+    start_fork_servers(len(before) + 2)
+    started = _fork_servers()
+    assert len(started) == len(before) + 2
+    settings = Settings()
+    for _ in range(3):
+        prepare_isolated(RFC, filename=RFC.name, settings=settings)
+    assert _fork_servers() == started  # no server was started for those uploads

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from pipeline import sparse
 from pipeline.sparse import (
     AVG_LEN,
     K1,
@@ -100,6 +101,24 @@ def test_cjk_runs_become_bigrams() -> None:
     assert analyze("한국어") == ["한국", "국어"]
     assert analyze("猫") == ["猫"]
     assert analyze("東京 Tokyo") == ["東京", "tokyo"]
+
+
+def test_cjk_and_latin_in_one_run_split_where_the_script_changes() -> None:
+    assert analyze("東京Tower2020年") == ["東京", "tower2020", "tower", "2020", "年"]
+
+
+def test_remembered_words_analyse_as_the_first_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "Running QdrantClient's ERR_TLS_CERT in 東京都, running again: E1234 HTTPS."
+    monkeypatch.setattr(sparse, "_TERMS_OF", {})
+    monkeypatch.setattr(sparse, "_INDEX_OF", {})
+    first = (analyze(text), encode_document(text))
+    assert sparse._TERMS_OF  # the words are remembered now
+    assert (analyze(text), encode_document(text)) == first
+    monkeypatch.setattr(sparse, "MEMO_SIZE", 2)  # full memos are emptied, not wrong
+    monkeypatch.setattr(sparse, "_TERMS_OF", {})
+    monkeypatch.setattr(sparse, "_INDEX_OF", {})
+    assert (analyze(text), encode_document(text)) == first
+    assert 0 < len(sparse._TERMS_OF) <= 2 and 0 < len(sparse._INDEX_OF) <= 2
 
 
 def test_bm25_weight_saturates_monotonically_in_tf() -> None:

@@ -10,6 +10,7 @@ service rather than on a model.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import threading
@@ -166,11 +167,20 @@ def production_env(data_dir: Path, fake: FakeEmbeddingServer) -> ServiceEnv:
 
 
 @contextmanager
-def serving(data_dir: Path) -> Iterator[ServiceEnv]:
-    """The fake embedding server and `docingest serve`; Redis keys removed afterwards."""
+def serving(data_dir: Path, *, code: Path | None = None) -> Iterator[ServiceEnv]:
+    """The fake embedding server and `docingest serve`; Redis keys removed afterwards.
+
+    `code`: run the service from that checkout instead (a benchmark's baseline): it goes
+    first on PYTHONPATH and is the working directory, which `python -m` children import from.
+    """
     with FakeEmbeddingServer() as fake:
         env = production_env(data_dir, fake)
-        with running_serve(env):
+        if code is None:
+            with running_serve(env):
+                yield env
+            return
+        env.extra["PYTHONPATH"] = str(code)
+        with contextlib.chdir(code), running_serve(env):
             yield env
 
 
