@@ -29,7 +29,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -308,20 +308,18 @@ class EdgeEngine:
 
     def flush(self, index: str) -> float:
         """Persist the index's segments so Edge can truncate its WAL; return the seconds taken."""
-        started = time.perf_counter()
-        try:
-            with self._borrow(index) as shard:
-                shard.flush()
-        except IndexNotFound:
-            return 0.0
-        return time.perf_counter() - started
+        return self._timed(index, edge.EdgeShard.flush)
 
     def optimize(self, index: str) -> float:
         """Run Edge's optimizers on the index until none has work; return the seconds taken."""
+        return self._timed(index, edge.EdgeShard.optimize)
+
+    def _timed(self, index: str, operation: Callable[[edge.EdgeShard], object]) -> float:
+        """Run `operation` on the index's shard; return its seconds (0 if the index is gone)."""
         started = time.perf_counter()
         try:
             with self._borrow(index) as shard:
-                shard.optimize()
+                operation(shard)
         except IndexNotFound:
             return 0.0
         return time.perf_counter() - started
