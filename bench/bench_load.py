@@ -7,8 +7,8 @@ Run: .venv/bin/python bench/bench_load.py [--uploads 500] [--clients 20] [--sear
 `git archive main | tar -x -C DIR`), then against this tree, and prints the jobs/s ratio.
 
 Starts a real `docingest serve` (API and in-process worker, extraction isolated in a child
-process, local-mode Qdrant) with production settings on a free port, its own data directory and
-Redis key prefix on DB 15; embeddings come from the fake OpenAI-compatible server
+process, the embedded Qdrant Edge store) with production settings on a free port, its own data
+directory and Redis key prefix on DB 15; embeddings come from the fake OpenAI-compatible server
 (tests/support/embedding_server.py, text-embedding-3-small shaped: 1,536 dimensions), so the
 load falls on the service, not on a model. Then:
 

@@ -2,9 +2,9 @@
 
 Run: .venv/bin/python bench/bench_service.py [--uploads 200] [--clients 20] [--quick]
 
-Starts a real `docingest serve` (API and in-process Celery worker, local model, local-mode
-Qdrant) on a free port with its own data directory and Redis key prefix on DB 15, as the
-end-to-end tests do (tests/support/docingest_service.py), but with the production heartbeat,
+Starts a real `docingest serve` (API and in-process Celery worker, local model, the embedded
+Qdrant Edge store) on a free port with its own data directory and Redis key prefix on DB 15,
+as the end-to-end tests do (tests/support/docingest_service.py), but with the production heartbeat,
 housekeeping and model-thread settings. Then, in one run:
 
 1. a 50 MB plain-text upload (corpus text repeated) on an idle worker: time-to-202, then the
