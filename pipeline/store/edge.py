@@ -57,7 +57,8 @@ DENSE_QUANTIZATION = edge.ScalarQuantizationConfig(
 and searched on them (a build costs about a third of the CPU, a search visits 4× fewer bytes),
 and the candidates are rescored with the float32 originals, which stay memory-mapped, so
 scores are exact cosines. Recall against an exact search is in BENCHMARKS.md, "Embedded store".
-Points not yet indexed are scanned in float32, exactly."""
+Points not yet indexed are scanned in float32, exactly. Part of a shard's config, so it applies
+to indexes created from this release on; older shards keep float32-only HNSW indexes."""
 
 
 @dataclass
