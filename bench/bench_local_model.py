@@ -26,6 +26,7 @@ The embedders use every CPU of the process (`local_model_threads=0`), as `serve`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -200,6 +201,10 @@ def measure_service(version: Version, paths: list[Path], timeout: float) -> dict
             extra=extra | {"PYTHONPATH": str(version.tree)},
         )
         with (
+            # the parsing child runs `python -m`, which puts the working directory first on
+            # its path: from another checkout it would run that checkout's child, whose wire
+            # format may differ (every job then failed as a crashed parser)
+            contextlib.chdir(version.tree),
             running_serve(env) as process,
             httpx.Client(base_url=env.base_url, timeout=120) as client,
         ):
