@@ -4,8 +4,9 @@ Steps, each announced through `on_step(name)`:
 
     check    unchanged content, metadata and filename → done, nothing embedded (a crashed
              attempt's leftover points are deleted on the way)
-    reuse    dense vectors of the live version (and of this version's own staged points,
-             left by a crashed attempt), by chunk text hash; none with `force`
+    reuse    (announced only: each window reads its own) dense vectors of the live version
+             (and of this version's own staged points, left by a crashed attempt), by chunk
+             text hash; none with `force`
     embed    announced before the document's lock is taken; then, per window:
     write    under the lock, window by window: stop if cancelled or superseded, sparse-encode
              the window, embed the texts with no reusable vector, upsert it as staged
@@ -33,8 +34,9 @@ What needs the whole document, and where it comes from:
   alone; IDF is the store's;
 - progress: `chunk_count` from the header is the total from the first window on; reused
   chunks are counted as their window reaches them;
-- vector reuse: the live version's vectors by text hash are read before the first window
-  (`reusable_vectors`); that map is as large as the live version (see BENCHMARKS.md);
+- vector reuse: each window reads the live version's vectors for its own text hashes, and
+  this version's staged ones (a crashed attempt's) at its own chunk indexes
+  (`reusable_vectors`), so a re-ingest holds no more vectors than a window's;
 - repeated texts are embedded once per window (no longer once per document).
 
 The lock is held from the first window to `retire` (it used to be from the first write):
@@ -65,6 +67,8 @@ from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, StoredDocum
 from pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
 from pipeline.windows import BackgroundWriter, HeldCount, windows
 
+VectorLookup = Callable[[int, list[str]], dict[str, np.ndarray]]
+"""(chunks before a window, the window's text hashes) → reusable dense vectors by text hash."""
 ProgressReporter = Callable[[str, int, int], None]
 """Called with (stage, done, total): stage "embedding" or "storing", counts of chunks."""
 
@@ -206,7 +210,7 @@ class _Embedding:
     """How one run embeds a window: the index's config, reusable vectors, the embedder."""
 
     config: IndexConfig
-    reusable: dict[str, np.ndarray]
+    reusable: VectorLookup
     embedder: Embedder
     window: int
     """Chunks per window (and per `embed_documents` call)."""
@@ -272,17 +276,28 @@ class _Run:
                     self.request.index, self.request.document_id, keep_version=live_version
                 )
 
-    def reusable_vectors(self, live: StoredDocument | None) -> dict[str, np.ndarray]:
-        """Dense vectors by text hash: this version's staged points (a crashed attempt's)
-        and the live version's; none with `force`, which re-embeds everything."""
+    def reusable_vectors(self, live: StoredDocument | None) -> VectorLookup:
+        """How a window finds its reusable dense vectors, by text hash: this version's staged
+        points at the window's own chunk indexes (a crashed attempt's: this attempt has not
+        written them yet, so what is found does not depend on the writer thread's pace), and
+        the live version's points with the window's texts; none with `force`, which re-embeds
+        everything. Read per window, so what is held stays bounded by the window."""
         request = self.request
         if request.force:
-            return {}
-        index, document_id = request.index, request.document_id
-        reusable = self.store.stored_vectors(index, document_id, request.version)
-        if live is not None:
-            reusable.update(self.store.stored_vectors(index, document_id, live.version))
-        return reusable
+            return lambda base, hashes: {}
+        index, document_id, store = request.index, request.document_id, self.store
+
+        def lookup(base: int, hashes: list[str]) -> dict[str, np.ndarray]:
+            reusable = store.stored_vectors(
+                index, document_id, request.version, chunk_indexes=range(base, base + len(hashes))
+            )
+            if live is not None:
+                reusable.update(
+                    store.stored_vectors(index, document_id, live.version, text_hashes=hashes)
+                )
+            return reusable
+
+        return lookup
 
     def stream_publish_retire(self, embed: _Embedding) -> _Stats:
         """Under the document's lock: embed and write the windows as staged, publish, retire
@@ -352,7 +367,7 @@ class _Run:
         chunking = embed.config.chunking
         avg_len = average_length(chunking.chunk_size, chunking.unit)
         sparse = [encode_document(keyword_text(chunk), avg_len=avg_len) for chunk in chunks]
-        reusable = {digest: embed.reusable[digest] for digest in hashes if digest in embed.reusable}
+        reusable = embed.reusable(base, hashes)
         total, progress = self.document.chunk_count, self.hooks.on_progress
         vectors = embed_missing(
             chunks,

@@ -226,10 +226,31 @@ class VectorStore:
         selector = fields_filter(document_id=document_id, version=version, state=state)
         return self.engine.count(validate_index_name(index), selector)
 
-    def stored_vectors(self, index: str, document_id: str, version: int) -> dict[str, np.ndarray]:
-        """Return text_hash → dense vector for the points of that version (for reuse)."""
+    def stored_vectors(
+        self,
+        index: str,
+        document_id: str,
+        version: int,
+        *,
+        text_hashes: Sequence[str] | None = None,
+        chunk_indexes: range | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Return text_hash → dense vector for the points of that version (for reuse), only
+        those with one of `text_hashes` and a chunk index in `chunk_indexes` if given."""
         vectors: dict[str, np.ndarray] = {}
-        selector = fields_filter(document_id=document_id, version=version)
+        conditions: list[models.Condition] = [
+            equals("document_id", document_id),
+            equals("version", version),
+        ]
+        if text_hashes is not None:
+            if not text_hashes:
+                return vectors
+            any_of = models.MatchAny(any=list(dict.fromkeys(text_hashes)))
+            conditions.append(models.FieldCondition(key="text_hash", match=any_of))
+        if chunk_indexes is not None:
+            bounds = models.Range(gte=chunk_indexes.start, lt=chunk_indexes.stop)
+            conditions.append(models.FieldCondition(key="chunk_index", range=bounds))
+        selector = models.Filter(must=conditions)
         for record in self._scroll(index, selector, payload=["text_hash"], vectors=[DENSE]):
             dense = record.vector[DENSE] if isinstance(record.vector, dict) else None
             if record.payload and dense is not None:

@@ -243,3 +243,38 @@ def test_a_slow_consumer_does_not_spend_the_childs_wall_clock_limit(tmp_path: Pa
             batches += 1
             time.sleep(3.0)  # a slow embedder: 5 batches take longer than the limit
     assert batches == -(-prepared.chunk_count // CHUNK_BATCH) >= 4
+
+
+def test_a_re_ingest_reuses_the_live_vectors_window_by_window(
+    tmp_path: Path, store: VectorStore, ingest: Ingest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each window looks up the live version's vectors for its own texts, so a re-ingest holds
+    no more than a window's: every unchanged chunk of a 75-window document is reused, only the
+    changed ones are embedded, and no lookup returns more than a window of vectors."""
+    largest = 0
+    read = store.stored_vectors
+
+    def recorded(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        nonlocal largest
+        vectors = read(*args, **kwargs)  # the real store's answer, only measured here
+        largest = max(largest, len(vectors))
+        return vectors
+
+    old = long_text(tmp_path / "old.txt", "alpha")
+    ingest(old)
+    paragraphs = old.read_text(encoding="utf-8").split("\n\n")
+    changed = range(5, PARAGRAPHS, 100)  # one chunk in every ~6 windows
+    for n in changed:
+        paragraphs[n] = paragraphs[n].replace("alpha", "revised")
+    new = tmp_path / "new.txt"
+    new.write_text("\n\n".join(paragraphs), encoding="utf-8")
+
+    monkeypatch.setattr(store, "stored_vectors", recorded)
+    before = COUNTERS.snapshot()["inputs"]
+    result = ingest(new)
+    embedded = COUNTERS.snapshot()["inputs"] - before
+    assert 0 < largest <= WINDOW
+    assert (result.version, result.chunks) == (2, PARAGRAPHS)
+    assert result.chunks_reused == PARAGRAPHS - len(changed)
+    assert embedded == len(changed)
+    assert store.count_points(INDEX, DOC, version=2, state="live") == PARAGRAPHS
