@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client import Histogram
 
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import EmbeddingConfig
@@ -583,13 +584,18 @@ def test_an_indexed_edge_shard_answers_with_exact_cosines(tmp_path: Path) -> Non
     )
 
 
+def _observations(histogram: Histogram) -> float:
+    """How many values a Prometheus histogram has observed so far."""
+    samples = list(histogram.collect())[0].samples
+    return next(sample.value for sample in samples if sample.name.endswith("_count"))
+
+
 def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) -> None:
     """After `edge_optimize_after_points` writes and an idle moment, the background thread
     builds the HNSW index of what was written; searches meanwhile see every point."""
     from pipeline import metrics
 
-    runs = list(metrics.STORE_OPTIMIZE_SECONDS.collect())[0].samples
-    before = next(s.value for s in runs if s.name.endswith("_count"))
+    before = _observations(metrics.STORE_OPTIMIZE_SECONDS)
     settings = Settings(
         data_dir=tmp_path, edge_optimize_after_points=1000, edge_optimize_idle_seconds=0.2
     )
@@ -612,8 +618,7 @@ def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) ->
         time.sleep(5)  # idle and due: the background thread builds the index
         assert store.engine.pending_points("docs") == 0
         assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
-    runs = list(metrics.STORE_OPTIMIZE_SECONDS.collect())[0].samples
-    assert next(s.value for s in runs if s.name.endswith("_count")) > before
+    assert _observations(metrics.STORE_OPTIMIZE_SECONDS) > before
 
 
 def _wal_bytes(shard_dir: Path) -> int:
@@ -629,8 +634,7 @@ def test_the_edge_store_flushes_written_shards_so_the_wal_stays_small(tmp_path: 
     from pipeline import metrics
     from pipeline.store.edge_optimizer import FLUSH_INTERVAL_SECONDS
 
-    flushes = list(metrics.STORE_FLUSH_SECONDS.collect())[0].samples
-    before = next(s.value for s in flushes if s.name.endswith("_count"))
+    before = _observations(metrics.STORE_FLUSH_SECONDS)
     with VectorStore.open(Settings(data_dir=tmp_path)) as store:
         store.create_index("docs", CONFIG)
         filler = "harbour " * 4000  # 32 KB of payload a chunk (only the payload: quick to encode)
@@ -644,5 +648,4 @@ def test_the_edge_store_flushes_written_shards_so_the_wal_stays_small(tmp_path: 
             what="the WAL truncated by a flush",
         )
         assert store.count_points("docs") == 3200
-    flushes = list(metrics.STORE_FLUSH_SECONDS.collect())[0].samples
-    assert next(s.value for s in flushes if s.name.endswith("_count")) > before
+    assert _observations(metrics.STORE_FLUSH_SECONDS) > before
