@@ -3,9 +3,9 @@
 What the worker does for an upload (prepare in a limited child, embed, store as a new version
 of the document, retire the old one) and what the API does for a search, behind three calls.
 Redis must answer at `settings.redis_url`: it hands out the document versions that make
-re-ingesting safe. The store is local mode in `settings.data_dir`, or the Qdrant server at
-`settings.qdrant_url`; local mode allows one process per directory, so do not run this beside
-a `docingest serve` on the same data directory.
+re-ingesting safe. The store is the embedded Qdrant Edge store in `settings.data_dir`, or the
+Qdrant server at `settings.qdrant_url`; the embedded store allows one process per directory, so
+do not run this beside a `docingest serve` on the same data directory.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Pipeline:
         return self._services.search(index, SearchRequest(query=query, **options))
 
     def close(self) -> None:
-        """Release the store (and its local-mode lock) and the Redis connections."""
+        """Release the store (and its lock on the data directory) and the Redis connections."""
         self._services.close()
 
     def __enter__(self) -> Pipeline:
