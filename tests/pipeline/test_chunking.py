@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from pipeline.chunking import Chunk, chunk_document, chunk_text
+from pipeline.chunking import Chunk, chunk_document, chunk_text, iter_chunks
 from pipeline.document import Block, BlockKind, join_blocks
 from pipeline.tokens import LengthFunction, TokenCounter, char_length
 
@@ -377,6 +377,35 @@ def test_nothing_to_chunk() -> None:
     )
     assert chunk_text(" \n\n\t ", chunk_size=100, chunk_overlap=0) == []
     assert chunk_document([Block("  "), Block("")], chunk_size=10, chunk_overlap=0) == []
+
+
+def test_a_sections_chunks_come_out_before_later_blocks_are_read() -> None:
+    heading = BlockKind.HEADING
+    document = [
+        Block("Part one", heading, 1, page=1),
+        Block("First paragraph of part one, long enough to be cut in two.", page=1),
+        Block("Second paragraph of part one.", page=2),
+        Block("Part two", heading, 1, page=3),
+        Block("Part two's only paragraph.", page=3),
+    ]
+    read: list[int] = []
+
+    def extracted() -> Iterator[Block]:
+        for number, block in enumerate(document):
+            read.append(number)
+            yield block
+
+    chunks = iter_chunks(extracted(), chunk_size=40, chunk_overlap=10)
+    first = next(chunks)
+    assert read == [0, 1, 2, 3]  # the next heading closed part one; part two's body unread
+    assert first.headings == ("Part one",) and first.page_start == 1
+    rest = list(chunks)
+    assert read == [0, 1, 2, 3, 4]
+    whole = chunk_document(document, chunk_size=40, chunk_overlap=10)
+    assert [first, *rest] == whole and len(whole) >= 4
+    full_text, _ = join_blocks(document)
+    assert all(full_text[c.start : c.end] == c.text for c in whole)
+    assert whole[-1].headings == ("Part two",) and whole[-1].page_end == 3
 
 
 @pytest.mark.parametrize(("size", "overlap"), [(0, 0), (10, 10), (10, -1)])
