@@ -58,6 +58,7 @@ from pipeline.isolation import wire  # noqa: E402
 from pipeline.isolation.wire import CHUNK_BATCH  # noqa: E402
 from pipeline.jobs.runner import run_job  # noqa: E402
 from pipeline.jobs.state import JobSpec, JobStore  # noqa: E402
+from pipeline.metadata import CONTENT_KEYS  # noqa: E402
 from pipeline.services import Services  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.store.fencing import DocumentFence  # noqa: E402
@@ -190,14 +191,18 @@ def run_one(services: Services, path: Path, *, exclude: set[int]) -> tuple[int, 
 
 
 def wire_seconds(path: Path, settings: Settings) -> float:
-    """CPU seconds to encode the prepared result as the child does (a header, then batches
-    of chunks) and decode it here."""
+    """CPU seconds to encode the prepared result as the child does (a header, batches of
+    chunks, a summary) and decode it here."""
     prepared = prepare.prepare_document(path.read_bytes(), filename=path.name, settings=settings)
-    chunks = prepared.chunks
+    chunks, metadata = prepared.chunks, prepared.metadata
     started = time.process_time()
-    lines = [wire.encode(wire.Header(metadata=prepared.metadata, chunk_count=len(chunks)))]
+    content = {key: metadata[key] for key in CONTENT_KEYS}
+    lines = [
+        wire.encode(wire.Header(metadata={k: v for k, v in metadata.items() if k not in content}))
+    ]
     for start in range(0, len(chunks), CHUNK_BATCH):
         lines.append(wire.encode(wire.Chunks(chunks[start : start + CHUNK_BATCH])))
+    lines.append(wire.encode(wire.Summary(metadata=content, chunk_count=len(chunks))))
     for line in lines:
         wire.decode(line)
     return time.process_time() - started

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -72,6 +72,23 @@ class ExtractedDocument:
     created: datetime | None = None
     modified: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+BlockStream = Generator[list[Block], None, ExtractedDocument]
+"""Blocks as an extractor reads them (a page at a time), then the document they belong to,
+its `blocks` left empty (the caller has them)."""
+
+
+def collect_blocks(stream: BlockStream) -> ExtractedDocument:
+    """Read `stream` to its end: the document, with all its blocks."""
+    blocks: list[Block] = []
+    while True:
+        try:
+            blocks.extend(next(stream))
+        except StopIteration as end:
+            document: ExtractedDocument = end.value
+            document.blocks = blocks
+            return document
 
 
 PageReporter = Callable[[int, int], None]

@@ -26,14 +26,18 @@ are embedded and written `window` at a time: this process holds one window being
 one being written and the few batches the child has sent ahead, never the whole document.
 What needs the whole document, and where it comes from:
 
-- the unchanged-content check (file sha256, filename, user metadata) and the document-level
-  payload every point carries (pages, words, OCR summary, title, `chunk_count`): the child
-  prepares the whole file before it sends the first chunk, and its header carries them;
+- the unchanged-content check (file sha256, filename, user metadata): the child's header
+  carries them before it extracts anything;
+- the document-level payload every point carries: the file's fields (name, format, hash) are
+  written with each window; those known only once the whole document is extracted (pages,
+  words, title, author, language, OCR summary, `chunk_count`) are set on every point of the
+  version by `publish`, in the same update that makes them live. So the first window is
+  embedded while the child is still reading later pages (`pipeline.prepare.DocumentStream`);
 - the keyword vectors: BM25's length normalisation uses a per-index average
   (`sparse.average_length` of the chunk size), not the document's, so each chunk is encoded
   alone; IDF is the store's;
-- progress: `chunk_count` from the header is the total from the first window on; reused
-  chunks are counted as their window reaches them;
+- progress: the total is None (reported so) until the child's last batch, when its summary
+  gives `chunk_count`; reused chunks are counted as their window reaches them;
 - vector reuse: each window reads the live version's vectors for its own text hashes, and
   this version's staged ones (a crashed attempt's) at its own chunk indexes
   (`reusable_vectors`), so a re-ingest holds no more vectors than a window's;
@@ -59,7 +63,7 @@ from pipeline import metrics
 from pipeline.chunk_vectors import chunk_records, embed_missing, keyword_text, text_hash
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder, check_embedder_matches
-from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, Superseded
+from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, PermanentError, Superseded
 from pipeline.metadata import ocr_summary
 from pipeline.prepare import Prepared, PreparedStream, as_stream
 from pipeline.sparse import average_length, encode_document
@@ -69,14 +73,16 @@ from pipeline.windows import BackgroundWriter, HeldCount, windows
 
 VectorLookup = Callable[[int, list[str]], dict[str, np.ndarray]]
 """(chunks before a window, the window's text hashes) → reusable dense vectors by text hash."""
-ProgressReporter = Callable[[str, int, int], None]
-"""Called with (stage, done, total): stage "embedding" or "storing", counts of chunks."""
+ProgressReporter = Callable[[str, int, int | None], None]
+"""Called with (stage, done, total): stage "embedding" or "storing", counts of chunks; total
+None while the document is still being extracted."""
 
 STEPS = ("check", "reuse", "embed", "write", "publish", "retire")
 EMBED_CONCURRENCY = 4
 """Embedder batches per slice (`embed_missing`): cancellation is checked between slices."""
 WINDOW_CHUNKS = 1024
 """Most chunks embedded (and then written) at once: `Settings.indexing_window_chunks`."""
+NO_CHUNKS = "The document has no text to index."
 TIMED_STAGES = ("embedding", "storing")
 """Stages whose busy time `index_document` records itself (they overlap)."""
 
@@ -101,11 +107,11 @@ def _ignore(name: str) -> None:
     return None
 
 
-def _ignore_progress(stage: str, done: int, total: int) -> None:
+def _ignore_progress(stage: str, done: int, total: int | None) -> None:
     return None
 
 
-def _ignore_stored(done: int, total: int) -> None:
+def _ignore_stored(done: int, total: int | None) -> None:
     return None
 
 
@@ -126,9 +132,9 @@ class IndexHooks:
     """Polled between slices and before publishing; true → `Cancelled`, index as it was."""
     on_step: Callable[[str], None] = _ignore
     """Hears each of `STEPS` as it begins."""
-    on_stored: Callable[[int, int], None] = _ignore_stored
+    on_stored: Callable[[int, int | None], None] = _ignore_stored
     """Hears (done, total) as windows are written as staged, while the stage is still
-    "embedding" (later windows are being embedded)."""
+    "embedding" (later windows are being embedded); total as in `on_progress`."""
     on_held: Callable[[int], None] = _ignore_count
     """Hears how many chunks this run holds (taken from the document, not yet stored) at
     every change: at most two windows and one batch of the parsing child's."""
@@ -174,8 +180,8 @@ def index_document(
     lock, renewed while this attempt holds it (see `_Run.lock`).
     """
     document = as_stream(request.prepared)
-    if not document.chunk_count:
-        raise NoTextFound("The document has no text to index.")
+    if document.chunk_count == 0:
+        raise NoTextFound(NO_CHUNKS)
     run = _Run(request, document, store, fence, hooks, lock_timeout)
 
     hooks.on_step("check")
@@ -316,14 +322,15 @@ class _Run:
             writer = BackgroundWriter(write, name="store-write")
             try:
                 stats = self.write_windows(embed, writer, held)
-            except (Cancelled, Superseded) as stop:  # the writer is idle: nothing lands after
-                self.drop(stop)
+            except (Cancelled, Superseded, PermanentError) as stop:  # the writer is idle:
+                self.drop(stop)  # nothing lands after (a bad file fails the same way again)
             publish_started = time.perf_counter()
             step("publish")
             if self.hooks.should_cancel():
                 self.drop(Cancelled())
             self.stop_if_stale()
-            store.publish(index, document_id, version)
+            content = _document_fields(self.request, self.document).content_payload()
+            store.publish(index, document_id, version, content=content)
 
             step("retire")
             store.retire(index, document_id, keep_version=version)
@@ -337,9 +344,9 @@ class _Run:
     ) -> _Stats:
         """Embed each window, then hand it to `writer` while the next one is embedded."""
         progress, cancelled = self.hooks.on_progress, self.hooks.should_cancel
-        total, stats = self.document.chunk_count, _Stats()
-        fields = _document_fields(self.request, self.document)
-        progress("embedding", 0, total)
+        document, stats = self.document, _Stats()
+        fields = _document_fields(self.request, document)  # the file's; the rest at publish
+        progress("embedding", 0, document.chunk_count)
         with writer:
             for window in windows(held.taking(self.document.batches()), embed.window):
                 if cancelled():  # raised, not dropped: a write may be in flight
@@ -351,9 +358,12 @@ class _Run:
                 stats.embedding_seconds += time.perf_counter() - started
                 stats.chunks, stats.reused = stats.chunks + len(records), stats.reused + reused
                 writer.put(records)  # once the previous window is stored
-                self.hooks.on_stored(stats.chunks - len(records), total)
-            if stats.chunks != total:
-                raise ValueError(f"the document announced {total} chunks, not {stats.chunks}")
+                self.hooks.on_stored(stats.chunks - len(records), document.chunk_count)
+            total = stats.chunks
+            if total == 0:  # e.g. headings only: known once the child has read it all
+                raise NoTextFound(NO_CHUNKS)
+            if document.chunk_count != total:
+                raise ValueError(f"the document counted {document.chunk_count} chunks, not {total}")
             progress("storing", total - writer.in_flight, total)  # the last window's write
         progress("storing", total, total)
         return stats

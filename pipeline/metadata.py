@@ -10,11 +10,13 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from pipeline.document import ExtractedDocument
+from pipeline.document import BLOCK_SEPARATOR, Block, ExtractedDocument
 from pipeline.errors import InvalidMetadata
 
 # Keys docingest computes itself, on documents or on every stored chunk; a user may not set
@@ -83,28 +85,73 @@ def automatic_metadata(
     data: bytes, *, filename: str, document: ExtractedDocument, text: str
 ) -> dict[str, Any]:
     """Return the metadata docingest derives from the file itself; `text` is its full text."""
+    file = file_metadata(data, filename=filename, format=str(document.format))
+    return {**file, **content_metadata(document, TextTally.of(text))}
+
+
+def file_metadata(data: bytes, *, filename: str, format: str) -> dict[str, Any]:
+    """The automatic metadata known before extraction: the file's name, format, size, hash
+    and the time of ingestion."""
+    return {
+        "filename": filename,
+        "format": format,
+        "size_bytes": len(data),
+        "sha256": sha256_hex(data),
+        "ingested_at": now_iso(),
+    }
+
+
+CONTENT_KEYS = (
+    "pages", "words", "characters", "title", "author", "language", "created", "modified", "ocr",
+)  # fmt: skip
+"""The automatic metadata known only once the whole document is extracted."""
+
+
+def content_metadata(document: ExtractedDocument, text: TextTally) -> dict[str, Any]:
+    """The automatic metadata of the extracted `document`, whose full text `text` counted
+    (`CONTENT_KEYS`)."""
     declared_language = document.extra.get("language")
     language = (
         declared_language.split("-")[0].lower()
         if isinstance(declared_language, str) and declared_language
-        else guess_language(text)
+        else guess_language(text.sample)
     )
     return {
-        "filename": filename,
-        "format": str(document.format),
-        "size_bytes": len(data),
-        "sha256": sha256_hex(data),
         "pages": document.pages,
-        "words": count_words(text),
-        "characters": len(text),
+        "words": text.words,
+        "characters": text.characters,
         "title": document.title,
         "author": document.author,
         "language": language,
         "created": _iso(document.created),
         "modified": _iso(document.modified),
-        "ingested_at": now_iso(),
         "ocr": document.extra.get("ocr"),
     }
+
+
+@dataclass(slots=True)
+class TextTally:
+    """What the metadata needs of a document's full text, counted block by block as the
+    blocks are extracted: the words, the characters of the joined text, and its opening
+    (for the language guess). Words never span two blocks: a blank line separates them."""
+
+    words: int = 0
+    characters: int = 0
+    sample: str = ""
+    blocks: int = 0
+
+    @classmethod
+    def of(cls, text: str) -> TextTally:
+        return cls(count_words(text), len(text), text[:_LANGUAGE_SAMPLE_CHARS], 1 if text else 0)
+
+    def add(self, blocks: Iterable[Block]) -> None:
+        for block in blocks:
+            separator = BLOCK_SEPARATOR if self.blocks else ""
+            self.blocks += 1
+            self.words += count_words(block.text)
+            self.characters += len(separator) + len(block.text)
+            if len(self.sample) < _LANGUAGE_SAMPLE_CHARS:
+                self.sample = (self.sample + separator + block.text)[:_LANGUAGE_SAMPLE_CHARS]
 
 
 def ocr_summary(ocr: dict[str, Any] | None) -> dict[str, Any] | None:

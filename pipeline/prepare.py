@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from pipeline.chunking import Chunk, ChunkingSpec, chunk_document
+from pipeline.chunking import Chunk, ChunkingSpec, chunk_document, iter_chunks
 from pipeline.detect import detect
-from pipeline.document import Detection, ExtractedDocument, PageReporter, join_blocks
-from pipeline.extract import extract
-from pipeline.extract.ocr import OcrPageHook
-from pipeline.metadata import automatic_metadata
+from pipeline.document import Block, Detection, ExtractedDocument, PageReporter, join_blocks
+from pipeline.extract import extract, extract_stream
+from pipeline.extract.ocr import OcrPageHook, OcrRecord
+from pipeline.metadata import TextTally, automatic_metadata, content_metadata, file_metadata
 from pipeline.settings import Settings
 from pipeline.tokens import length_function_for
 
@@ -33,15 +33,18 @@ class Prepared(Protocol):
 class PreparedStream(Protocol):
     """A prepared document whose chunks arrive in batches (from an isolated child).
 
-    `metadata` and `chunk_count` are known before the first chunk; `batches()` yields the
-    chunks in order, in lists of bounded length, and may be iterated once.
+    `batches()` yields the chunks in order, in lists of bounded length, and may be iterated
+    once. Before the first batch, `metadata` holds at least `file_metadata` (name, format,
+    size, hash); `chunk_count` and the rest of the metadata (`CONTENT_KEYS`) may be known only
+    once the last batch is read, `chunk_count` being None until then; `metadata["ocr"]`
+    covers the pages of every chunk yielded so far.
     """
 
     @property
     def metadata(self) -> dict[str, Any]: ...
 
     @property
-    def chunk_count(self) -> int: ...
+    def chunk_count(self) -> int | None: ...
 
     def batches(self) -> Iterator[list[Chunk]]: ...
 
@@ -58,7 +61,7 @@ class InMemoryStream:
         return self.prepared.metadata
 
     @property
-    def chunk_count(self) -> int:
+    def chunk_count(self) -> int | None:
         return len(self.prepared.chunks)
 
     def batches(self) -> Iterator[list[Chunk]]:
@@ -115,6 +118,110 @@ def prepare_document(
         length=length_function_for(chunking.unit),
     )
     return PreparedDocument(detection, document, text, metadata, chunks)
+
+
+class DocumentStream:
+    """A document being prepared, for a caller that embeds chunks while later pages are still
+    being extracted: the file's metadata now, the chunks as `chunks()` extracts and splits
+    them (a section at a time, `iter_chunks`), the rest of the metadata once they are out.
+
+    Made by `stream_document`; `chunks()` may be iterated once.
+    """
+
+    def __init__(
+        self,
+        data: bytes,
+        detection: Detection,
+        *,
+        filename: str,
+        settings: Settings,
+        chunking: ChunkingSpec,
+        on_stage: Callable[[str], None],
+        on_page: PageReporter | None,
+        on_ocr_page: OcrPageHook | None,
+    ) -> None:
+        self._data, self._detection, self._settings = data, detection, settings
+        self._chunking = chunking
+        self._on_stage, self._on_page, self._on_ocr_page = on_stage, on_page, on_ocr_page
+        self._ocr = OcrRecord()
+        self.metadata: dict[str, Any] = file_metadata(
+            data, filename=filename, format=str(detection.format)
+        )
+        """`file_metadata` at first; `CONTENT_KEYS` added once `chunks()` is exhausted."""
+        self.chunk_count = 0
+        """Chunks yielded so far."""
+        self.extracted = False
+        """Whether extraction has ended: the chunks still to come, those of the last section,
+        are split already (a caller may count them before passing them on)."""
+
+    def ocr(self) -> dict[str, Any] | None:
+        """The pages OCR'd so far and their confidence (`OcrRecord.as_extra`), None if none:
+        every chunk yielded so far lies on pages already read."""
+        return self._ocr.as_extra() if self._ocr.pages else None
+
+    def chunks(self) -> Iterator[Chunk]:
+        spec = self._chunking
+        for chunk in iter_chunks(
+            self._blocks(),
+            chunk_size=spec.chunk_size,
+            chunk_overlap=spec.chunk_overlap,
+            length=length_function_for(spec.unit),
+        ):
+            self.chunk_count += 1
+            yield chunk
+
+    def _blocks(self) -> Iterator[Block]:
+        """The extracted blocks one by one; then the content metadata, into `metadata`."""
+        self._on_stage("extracting")
+        stream = extract_stream(
+            self._data,
+            self._detection,
+            settings=self._settings,
+            on_page=self._on_page,
+            on_ocr_page=self._on_ocr_page,
+            ocr_record=self._ocr,
+        )
+        text = TextTally()
+        while True:
+            try:
+                blocks = next(stream)
+            except StopIteration as end:
+                document: ExtractedDocument = end.value
+                break
+            text.add(blocks)
+            yield from blocks
+        self._data = b""  # the file is no longer needed; the child's memory is limited
+        self.metadata.update(content_metadata(document, text))
+        self.extracted = True
+        self._on_stage("chunking")  # the last section is split after extraction ends
+
+
+def stream_document(
+    data: bytes,
+    *,
+    filename: str,
+    settings: Settings,
+    content_type: str | None = None,
+    chunking: ChunkingSpec | None = None,
+    on_stage: Callable[[str], None] | None = None,
+    on_page: PageReporter | None = None,
+    on_ocr_page: OcrPageHook | None = None,
+) -> DocumentStream:
+    """`prepare_document` as a `DocumentStream`: detect `data` now (raising its error), and
+    extract and chunk it as the chunks are read."""
+    stage = on_stage or _ignore
+    stage("detecting")
+    detection = detect(data, filename=filename, content_type=content_type)
+    return DocumentStream(
+        data,
+        detection,
+        filename=filename,
+        settings=settings,
+        chunking=chunking or ChunkingSpec.from_settings(settings),
+        on_stage=stage,
+        on_page=on_page,
+        on_ocr_page=on_ocr_page,
+    )
 
 
 def _ignore(stage: str) -> None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.detect import detect
-from pipeline.document import Detection, DocumentFormat, ExtractedDocument, PageReporter
+from pipeline.document import (
+    BlockStream,
+    Detection,
+    DocumentFormat,
+    ExtractedDocument,
+    PageReporter,
+    collect_blocks,
+)
 from pipeline.errors import DocumentTooLarge, NoTextFound
 from pipeline.extract.csv import extract_csv
 from pipeline.extract.docx import extract_docx
@@ -14,9 +21,9 @@ from pipeline.extract.epub import extract_epub
 from pipeline.extract.html import extract_html
 from pipeline.extract.image import extract_image
 from pipeline.extract.markdown import extract_markdown
-from pipeline.extract.ocr import OcrOptions, OcrPageHook
+from pipeline.extract.ocr import OcrOptions, OcrPageHook, OcrRecord
 from pipeline.extract.odt import extract_odt
-from pipeline.extract.pdf import extract_pdf
+from pipeline.extract.pdf import extract_pdf, iter_pdf
 from pipeline.extract.pptx import extract_pptx
 from pipeline.extract.text import extract_text
 from pipeline.extract.xlsx import extract_xlsx
@@ -50,19 +57,71 @@ def extract(
     follows the pages of a PDF or an image and a PPTX's slides; other formats are one page,
     reported when extracted. `on_ocr_page()` is called before each page is OCR'd.
     """
-    document = _extract_format(
+    blocks = extract_stream(
         data, detection, settings=settings, on_page=on_page, on_ocr_page=on_ocr_page
     )
-    if on_page is not None and detection.format not in _PAGED:
-        on_page(1, 1)
-    total = sum(len(block.text) for block in document.blocks)
-    if total > settings.max_extracted_chars:
-        raise DocumentTooLarge(
-            f"The document yields {total:,} characters of text, above the limit of "
-            f"{settings.max_extracted_chars:,}."
+    return collect_blocks(blocks)
+
+
+def extract_stream(
+    data: bytes,
+    detection: Detection,
+    *,
+    settings: Settings,
+    on_page: PageReporter | None = None,
+    on_ocr_page: OcrPageHook | None = None,
+    ocr_record: OcrRecord | None = None,
+) -> BlockStream:
+    """`extract`, yielding the blocks as they are read: a PDF's page by page, the other
+    formats' all at once; then returning the document (its `blocks` empty). The limits are
+    checked as the blocks come: `DocumentTooLarge` as soon as the text passes
+    `max_extracted_chars`, `NoTextFound` at the end. The pages OCR'd are recorded in
+    `ocr_record` as they are, if given."""
+    if detection.format is DocumentFormat.PDF:
+        stream = iter_pdf(
+            data,
+            max_pages=settings.max_pages,
+            ocr=OcrOptions.from_settings(settings),
+            on_page=on_page,
+            on_ocr_page=on_ocr_page,
+            ocr_record=ocr_record,
         )
-    if not any(block.text.strip() for block in document.blocks):
+    else:
+        document = _extract_format(
+            data,
+            detection,
+            settings=settings,
+            on_page=on_page,
+            on_ocr_page=on_ocr_page,
+            ocr_record=ocr_record,
+        )
+        if on_page is not None and detection.format not in _PAGED:
+            on_page(1, 1)
+        stream = _all_at_once(document)
+    characters, has_text = 0, False
+    while True:
+        try:
+            blocks = next(stream)
+        except StopIteration as end:
+            document = end.value
+            break
+        characters += sum(len(block.text) for block in blocks)
+        if characters > settings.max_extracted_chars:
+            raise DocumentTooLarge(
+                f"The document yields more than {settings.max_extracted_chars:,} characters "
+                "of text, the limit."
+            )
+        has_text = has_text or any(block.text.strip() for block in blocks)
+        yield blocks
+    if not has_text:
         raise NoTextFound(f"No text could be extracted from this {detection.format} document.")
+    return document
+
+
+def _all_at_once(document: ExtractedDocument) -> BlockStream:
+    """A whole document's blocks as one batch."""
+    yield document.blocks
+    document.blocks = []
     return document
 
 
@@ -73,6 +132,7 @@ def _extract_format(
     settings: Settings,
     on_page: PageReporter | None,
     on_ocr_page: OcrPageHook | None = None,
+    ocr_record: OcrRecord | None = None,
     depth: int = 0,
 ) -> ExtractedDocument:
     """Run the extractor of `detection.format`; `depth` counts e-mails this one is inside."""
@@ -92,6 +152,7 @@ def _extract_format(
                 ocr=OcrOptions.from_settings(settings),
                 on_page=on_page,
                 on_ocr_page=on_ocr_page,
+                ocr_record=ocr_record,
             )
         case DocumentFormat.DOCX:
             limits = zip_limits(settings)

@@ -16,7 +16,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from pipeline.document import Block, DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import CorruptDocument, DocumentTooLarge, NoTextFound
-from pipeline.extract.ocr import LazyRecogniser, OcrMode, OcrOptions, OcrPageHook
+from pipeline.extract.ocr import LazyRecogniser, OcrMode, OcrOptions, OcrPageHook, OcrRecord
 from pipeline.extract.page_lines import clean_lines, page_blocks
 
 FORMATS = ("PNG", "JPEG", "TIFF", "WEBP")
@@ -38,8 +38,10 @@ def extract_image(
     ocr: OcrOptions,
     on_page: PageReporter | None = None,
     on_ocr_page: OcrPageHook | None = None,
+    ocr_record: OcrRecord | None = None,
 ) -> ExtractedDocument:
-    """OCR every page of the image `data` (one, or a TIFF's pages) into blocks.
+    """OCR every page of the image `data` (one, or a TIFF's pages) into blocks; the pages
+    read are recorded in `ocr_record` if given.
 
     Raises `NoTextFound` when OCR is off or unavailable or finds nothing, `CorruptDocument`
     for an image that does not decode, and `DocumentTooLarge` above `max_pages` pages or
@@ -51,7 +53,7 @@ def extract_image(
         )
     image = _open(data, max_pixels=ocr.max_pixels)
     pages = _count_pages(image, max_pages=max_pages)
-    recogniser = LazyRecogniser(ocr, on_page=on_ocr_page)
+    recogniser = LazyRecogniser(ocr, on_page=on_ocr_page, record=ocr_record)
     blocks: list[Block] = []
     try:
         for index in range(pages):

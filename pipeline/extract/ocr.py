@@ -230,9 +230,17 @@ def _confident_lines(
 class LazyRecogniser:
     """Loads Tesseract on the first page that needs it, and remembers why it could not."""
 
-    def __init__(self, options: OcrOptions, *, on_page: OcrPageHook | None = None) -> None:
+    def __init__(
+        self,
+        options: OcrOptions,
+        *,
+        on_page: OcrPageHook | None = None,
+        record: OcrRecord | None = None,
+    ) -> None:
+        """`record`: where the pages read are recorded (a new one by default), for a caller
+        that follows them while the document is still being extracted."""
         self.options = options
-        self.record = OcrRecord()
+        self.record = OcrRecord() if record is None else record
         self.unavailable: NoTextFound | None = None
         self._on_page = on_page
         self._recogniser: Recogniser | None = None

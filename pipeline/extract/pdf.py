@@ -37,7 +37,13 @@ from typing import TYPE_CHECKING
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from pipeline.document import Block, DocumentFormat, ExtractedDocument, PageReporter
+from pipeline.document import (
+    BlockStream,
+    DocumentFormat,
+    ExtractedDocument,
+    PageReporter,
+    collect_blocks,
+)
 from pipeline.errors import (
     CorruptDocument,
     DocumentTooLarge,
@@ -45,7 +51,7 @@ from pipeline.errors import (
     EncryptedDocument,
     NoTextFound,
 )
-from pipeline.extract.ocr import LazyRecogniser, OcrMode, OcrOptions, OcrPageHook
+from pipeline.extract.ocr import LazyRecogniser, OcrMode, OcrOptions, OcrPageHook, OcrRecord
 from pipeline.extract.page_lines import clean_lines, is_compound, page_blocks
 from pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 
@@ -78,6 +84,23 @@ def extract_pdf(
     `DocumentTooLarge` above `max_pages` or for a page too large to render, and `NoTextFound`
     when no page has text (nor gives any to OCR).
     """
+    pages = iter_pdf(data, max_pages=max_pages, ocr=ocr, on_page=on_page, on_ocr_page=on_ocr_page)
+    return collect_blocks(pages)
+
+
+def iter_pdf(
+    data: bytes,
+    *,
+    max_pages: int,
+    ocr: OcrOptions = _NO_OCR,
+    on_page: PageReporter | None = None,
+    on_ocr_page: OcrPageHook | None = None,
+    ocr_record: OcrRecord | None = None,
+) -> BlockStream:
+    """`extract_pdf`, a page at a time: yield each page's blocks as it is read, then return
+    the document (its `blocks` left empty). The pages read by OCR are recorded in
+    `ocr_record` as they are, if given. Raises as `extract_pdf` does: the errors about the
+    file as a whole before the first page, `NoTextFound` after the last."""
     if not data:
         raise EmptyDocument("The file is empty (0 bytes); upload the PDF again.")
     pdf = _open(data)
@@ -91,8 +114,7 @@ def extract_pdf(
         )
     headings = outline_headings(pdf, page_count)
     labels = page_labels(pdf, page_count)
-    recogniser = LazyRecogniser(ocr, on_page=on_ocr_page)
-    blocks: list[Block] = []
+    recogniser = LazyRecogniser(ocr, on_page=on_ocr_page, record=ocr_record)
     failed_pages: list[int] = []
     has_text = False
     try:
@@ -104,14 +126,14 @@ def extract_pdf(
                 text = ""
             lines = clean_lines(text, page_label=labels[index], page_number=index + 1)
             has_text = has_text or any(lines)
-            blocks.extend(page_blocks(lines, page=index + 1, headings=headings.get(index, [])))
             if on_page is not None:
                 on_page(index + 1, page_count)
+            yield page_blocks(lines, page=index + 1, headings=headings.get(index, []))
     finally:
         recogniser.close()
     if not has_text:
         _raise_no_text(page_count, failed_pages, recogniser)
-    document = ExtractedDocument(format=DocumentFormat.PDF, blocks=blocks, pages=page_count)
+    document = ExtractedDocument(format=DocumentFormat.PDF, blocks=[], pages=page_count)
     fill_metadata(document, pdf)
     document.extra["encrypted"] = pdfium_c.FPDF_GetSecurityHandlerRevision(pdf) != -1
     if failed_pages:

@@ -30,10 +30,12 @@ from pipeline.isolation.wire import (
     ParseRequest,
     Stage,
     Started,
+    Summary,
     encode,
 )
 
 if TYPE_CHECKING:
+    from pipeline.chunking import Chunk
     from pipeline.settings import Settings
 
 PR_SET_PDEATHSIG = 1
@@ -94,18 +96,20 @@ def _settings_of(request: ParseRequest) -> Settings:
 
 
 def _parse(request: ParseRequest) -> None:
-    """Prepare one file and send the outcome (runs in the limited grandchild)."""
+    """Prepare one file and send the outcome (runs in the limited grandchild): the file's
+    metadata, the chunks in batches as they are split (while later pages are still being
+    read: the worker embeds them meanwhile), then the rest of the metadata."""
     from pathlib import Path
 
     from pipeline.chunking import ChunkingSpec
     from pipeline.errors import CorruptDocument, DocumentTooLarge, IngestError
-    from pipeline.prepare import prepare_document
+    from pipeline.metadata import CONTENT_KEYS
+    from pipeline.prepare import stream_document
 
     try:
         settings = _settings_of(request)
-        data = Path(request.path).read_bytes()
-        prepared = prepare_document(
-            data,
+        document = stream_document(
+            Path(request.path).read_bytes(),
             filename=request.filename,
             settings=settings,
             content_type=request.content_type,
@@ -114,11 +118,23 @@ def _parse(request: ParseRequest) -> None:
             on_page=lambda done, total: _send(Page(done, total)),
             on_ocr_page=lambda: _grant_cpu(settings.ocr_cpu_seconds_per_page),
         )
-        del data
-        chunks = prepared.chunks
-        _send(Header(metadata=prepared.metadata, chunk_count=len(chunks)))
-        for start in range(0, len(chunks), CHUNK_BATCH):  # blocks while the worker is busy
-            _send(Chunks(chunks[start : start + CHUNK_BATCH]))
+        _send(Header(metadata=document.metadata))
+        chunks = document.chunks()
+        batch: list[Chunk] = []
+        for chunk in chunks:  # sending blocks while the worker is busy
+            batch.append(chunk)
+            if document.extracted:
+                break
+            if len(batch) == CHUNK_BATCH:
+                _send(Chunks(batch, ocr=document.ocr()))
+                batch = []
+        # Extraction has ended and the last section is split: the summary (the count) goes
+        # before its chunks, so the worker knows the total as early as it can.
+        rest = [*batch, *chunks]
+        metadata = {key: document.metadata[key] for key in CONTENT_KEYS}
+        _send(Summary(metadata=metadata, chunk_count=document.chunk_count))
+        for start in range(0, len(rest), CHUNK_BATCH):
+            _send(Chunks(rest[start : start + CHUNK_BATCH], ocr=document.ocr()))
     except IngestError as exc:
         _send(_error(exc))
     except MemoryError:
@@ -191,7 +207,7 @@ def _warm_up() -> None:
 
     from pipeline.extract.ocr import warm_up
     from pipeline.metadata import guess_language
-    from pipeline.prepare import prepare_document
+    from pipeline.prepare import stream_document
     from pipeline.settings import Settings
 
     warm_up()
@@ -204,7 +220,9 @@ def _warm_up() -> None:
     settings = Settings(isolate_extraction=False)
     for filename, data in WARM_UP_SAMPLES:
         try:
-            prepare_document(data, filename=filename, settings=settings)
+            document = stream_document(data, filename=filename, settings=settings)
+            for _ in document.chunks():
+                pass
         except Exception as exc:  # a warm-up never stops the server; the child pays instead
             sys.stderr.write(f"warm-up on {filename} failed: {exc!r}\n")
     # A child's first garbage collection would otherwise walk, and so copy, every object

@@ -40,6 +40,7 @@ from pipeline.isolation.wire import (
     Page,
     Stage,
     Started,
+    Summary,
     decode,
 )
 
@@ -60,16 +61,18 @@ class ServerOutput(Protocol):
     stderr_tail: deque[str]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Stream:
-    """The prepared document: metadata and count now, chunks as `batches()` reads them."""
+    """The document being prepared: the file's metadata now, the chunks as `batches()` reads
+    them, the rest of the metadata and the chunk count once the child's summary is read
+    (when its extraction has ended)."""
 
     metadata: dict[str, Any]
-    chunk_count: int
     follower: Follower
+    chunk_count: int | None = None
 
     def batches(self) -> Iterator[list[Chunk]]:
-        return self.follower.batches(self.chunk_count)
+        return self.follower.batches(self)
 
 
 class Follower:
@@ -94,30 +97,42 @@ class Follower:
         self.exited = False
 
     def stream(self) -> _Stream:
-        """Wait for the prepared document's header; raise the parse's error if it failed."""
+        """Wait for the document's header; raise the parse's error if it failed first."""
         message = self._next()
         if isinstance(message, Header):
-            return _Stream(message.metadata, message.chunk_count, self)
-        if isinstance(message, Chunks):
+            return _Stream(message.metadata, self)
+        if isinstance(message, Chunks | Summary):
             raise CorruptDocument("The parsing process sent chunks before the document.")
         raise self._failure(message)
 
-    def batches(self, expected: int) -> Iterator[list[Chunk]]:
-        """Yield the chunk batches; raise if the child dies or sends fewer than `expected`."""
-        received = 0
+    def batches(self, stream: _Stream) -> Iterator[list[Chunk]]:
+        """Yield the chunk batches, completing `stream`'s metadata and count when the summary
+        comes; raise if the child fails, dies before its summary, or miscounts."""
+        received, announced = 0, None
         while True:
             message = self._next()
             if isinstance(message, Chunks):
                 received += len(message.chunks)
+                if announced is not None and received > announced:
+                    raise CorruptDocument(
+                        f"The parsing process sent more than the {announced} chunks it counted."
+                    )
+                if message.ocr is not None:  # the pages this batch's chunks may lie on
+                    stream.metadata["ocr"] = message.ocr
                 yield message.chunks
                 continue
-            if isinstance(message, Header):
-                raise CorruptDocument("The parsing process sent the document twice.")
-            if self._error is None and message.code == 0 and received == expected:
+            if isinstance(message, Summary) and announced is None:
+                stream.metadata.update(message.metadata)
+                stream.chunk_count = announced = message.chunk_count
+                continue
+            if isinstance(message, Header | Summary):
+                raise CorruptDocument("The parsing process sent the document out of order.")
+            if self._error is None and message.code == 0 and received == announced:
                 return
             if self._error is None and message.code == 0:
                 raise CorruptDocument(
-                    f"The parsing process ended after {received} of {expected} chunks."
+                    f"The parsing process ended after {received} chunks of "
+                    f"{'an uncounted number' if announced is None else announced}."
                 )
             raise self._failure(message)
 
@@ -149,8 +164,8 @@ class Follower:
                 return True
         return False
 
-    def _next(self) -> Header | Chunks | Exited:
-        """The next header, batch or exit; relays progress and remembers a failure."""
+    def _next(self) -> Header | Chunks | Summary | Exited:
+        """The next header, batch, summary or exit; relays progress and remembers a failure."""
         while True:
             self._enforce_deadline()
             waited_from = time.monotonic()
@@ -178,7 +193,7 @@ class Follower:
                     self._budget += self._limits.wall_seconds - before
                 case Failed() as failed:
                     self._error = _rebuild(failed)
-                case Header() | Chunks() as document if self._error is None:
+                case Header() | Chunks() | Summary() as document if self._error is None:
                     return document
                 case Exited() as exited:
                     self.exited = True

@@ -88,17 +88,30 @@ class CpuGranted:
 
 @dataclass(frozen=True, slots=True)
 class Header:
-    """The prepared document's automatic metadata and chunk count; its chunks follow."""
+    """The document's metadata known before extraction (`file_metadata`); its chunks follow,
+    then a `Summary`."""
 
     metadata: dict[str, Any]
-    chunk_count: int
 
 
 @dataclass(frozen=True, slots=True)
 class Chunks:
-    """The next batch of the prepared document's chunks, in order."""
+    """The next batch of the document's chunks, in order, sent as they are split (while
+    later pages are still being extracted)."""
 
     chunks: list[Chunk]
+    ocr: dict[str, Any] | None = None
+    """The pages OCR'd so far (`OcrRecord.as_extra`), which hold every chunk sent so far;
+    None when none was."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Once extraction has ended: the metadata known only then (`CONTENT_KEYS`) and how many
+    chunks the document has; the last section's chunks may follow it."""
+
+    metadata: dict[str, Any]
+    chunk_count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +130,7 @@ class Exited:
     peak_rss_bytes: int = 0
 
 
-Message = Started | Stage | Page | CpuGranted | Header | Chunks | Failed | Exited
+Message = Started | Stage | Page | CpuGranted | Header | Chunks | Summary | Failed | Exited
 
 
 def encode(message: Message) -> str:
@@ -131,15 +144,19 @@ def encode(message: Message) -> str:
             body = {"page": [done, total]}
         case CpuGranted(cpu_seconds):
             body = {"cpu_seconds": cpu_seconds}
-        case Header(metadata, chunk_count):
-            body = {"prepared": {"metadata": metadata, "chunks": chunk_count}}
-        case Chunks(chunks):
+        case Header(metadata):
+            body = {"prepared": {"metadata": metadata}}
+        case Chunks(chunks, ocr):
             body = {
                 "chunks": [
                     [c.index, c.text, c.start, c.end, c.page_start, c.page_end, list(c.headings)]
                     for c in chunks
                 ]
             }
+            if ocr is not None:
+                body["ocr"] = ocr
+        case Summary(metadata, chunk_count):
+            body = {"summary": {"metadata": metadata, "chunks": chunk_count}}
         case Failed(class_name, code, text):
             body = {"error": {"class": class_name, "code": code, "message": text}}
         case Exited(code, peak_rss_bytes):
@@ -163,10 +180,13 @@ def decode(line: str) -> Message | None:
     if "cpu_seconds" in body:
         return CpuGranted(int(body["cpu_seconds"]))
     if "prepared" in body:
-        header = body["prepared"]
-        return Header(dict(header["metadata"]), int(header["chunks"]))
+        return Header(dict(body["prepared"]["metadata"]))
     if "chunks" in body:
-        return Chunks(_chunks(body["chunks"]))
+        ocr = body.get("ocr")
+        return Chunks(_chunks(body["chunks"]), dict(ocr) if ocr is not None else None)
+    if "summary" in body:
+        summary = body["summary"]
+        return Summary(dict(summary["metadata"]), int(summary["chunks"]))
     if "error" in body:
         error = body["error"]
         return Failed(

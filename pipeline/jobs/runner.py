@@ -252,17 +252,25 @@ class _Reporter:
         progress = stage_progress(stage, done, total)
         self.update(stage=stage, progress=progress, pages_done=done, pages_total=total)
 
-    def chunks(self, name: str, done: int, total: int) -> None:
+    def chunks(self, name: str, done: int, total: int | None) -> None:
+        """Chunks embedded or stored; with no total yet (the parsing child is still reading
+        later pages), the counts only: stage and progress stay extraction's until it ends."""
         stage = JobStage(name)
+        counts: dict[str, Any] = {
+            "chunks_embedded" if stage is JobStage.EMBEDDING else "chunks_done": done
+        }
+        if total is None:
+            self.update(**counts)
+            return
         progress = stage_progress(stage, done, total)
-        if stage is JobStage.EMBEDDING:
-            self.update(stage=stage, progress=progress, chunks_total=total, chunks_embedded=done)
-        else:
-            self.update(stage=stage, progress=progress, chunks_total=total, chunks_done=done)
+        self.update(stage=stage, progress=progress, chunks_total=total, **counts)
 
-    def stored(self, done: int, total: int) -> None:
+    def stored(self, done: int, total: int | None) -> None:
         """Chunks written (staged) while later ones are still being embedded."""
-        self.update(chunks_total=total, chunks_done=done)
+        if total is None:
+            self.update(chunks_done=done)
+        else:
+            self.update(chunks_total=total, chunks_done=done)
 
     def finish_stage(self) -> None:
         self._observe(time.perf_counter())

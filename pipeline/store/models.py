@@ -111,20 +111,36 @@ class StoredDocument(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class DocumentFields:
-    """Document-level fields repeated on every chunk's point."""
+    """Document-level fields repeated on every chunk's point.
+
+    A document streamed from its parser is written before its end is extracted: its points
+    are staged with the file's fields, and `content_payload()` is set on all of them when the
+    version is published."""
 
     filename: str | None
     format: str | None
     content_sha256: str | None
     pages: int | None
     words: int | None
-    chunk_count: int
+    chunk_count: int | None
     title: str | None = None
     author: str | None = None
     language: str | None = None
     ingested_at: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     ocr: dict[str, Any] | None = None
+
+    def content_payload(self) -> dict[str, Any]:
+        """The fields known only once the whole document is extracted, as payload."""
+        return {
+            "pages": self.pages,
+            "words": self.words,
+            "chunk_count": self.chunk_count,
+            "title": self.title,
+            "author": self.author,
+            "language": self.language,
+            "document_ocr": self.ocr,
+        }
 
 
 @dataclass(frozen=True, slots=True)

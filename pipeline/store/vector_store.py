@@ -12,7 +12,8 @@ This is the store's logic, once; `pipeline.store.engine` is the seam to the two 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from qdrant_client import models
@@ -193,10 +194,19 @@ class VectorStore:
                 self.engine.create_payload_index(index, path, schema_type)
                 known.add(path)
 
-    def publish(self, index: str, document_id: str, version: int) -> None:
-        """Make every point of that version live."""
+    def publish(
+        self,
+        index: str,
+        document_id: str,
+        version: int,
+        *,
+        content: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Make every point of that version live, setting `content` on each in the same
+        update (`DocumentFields.content_payload`: fields known only after the last chunk)."""
         selector = fields_filter(document_id=document_id, version=version)
-        self.engine.set_payload(validate_index_name(index), {"state": "live"}, selector)
+        payload = {"state": "live", **(content or {})}
+        self.engine.set_payload(validate_index_name(index), payload, selector)
 
     def retire(self, index: str, document_id: str, *, keep_version: int) -> int:
         """Delete the document's points of every version but `keep_version`; return how many."""

@@ -13,7 +13,7 @@ import pytest
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
-from pipeline.errors import Cancelled, Superseded
+from pipeline.errors import Cancelled, DocumentTooLarge, Superseded
 from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
 from pipeline.isolation.parent import Limits, open_isolated, prepare_isolated
 from pipeline.isolation.wire import CHUNK_BATCH
@@ -21,6 +21,7 @@ from pipeline.prepare import prepare_document
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import DocumentFence
+from pipeline.store.requests import fields_filter
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.paths import CORPUS_DIR
 from tests.support.redis_db import TestRedis
@@ -33,6 +34,8 @@ CHUNKING = ChunkingSpec(chunk_size=300, chunk_overlap=0, unit=ChunkUnit.CHARS)
 PARAGRAPHS = 1200
 """One chunk each: many more chunks than the run may hold (2 windows and a child's batch)."""
 PDF = CORPUS_DIR / "pdf" / "ieee-tifs-individual-dp-2016.pdf"
+MANUAL = CORPUS_DIR / "pdf" / "irs-irm-2.3.59-400p.pdf"
+"""400 pages with an outline: sections close, and chunks go out, long before the last page."""
 
 
 class InjectedCrash(Exception):
@@ -86,8 +89,14 @@ class Ingest:
         live = self.store.live_document(INDEX, DOC)
         return self.fence.next_version(INDEX, DOC, floor=live.version if live else 0)
 
-    def __call__(self, path: Path, version: int | None = None, **hooks: Any) -> IndexResult:
-        settings = Settings()
+    def __call__(
+        self,
+        path: Path,
+        version: int | None = None,
+        settings: Settings | None = None,
+        **hooks: Any,
+    ) -> IndexResult:
+        settings = settings or Settings()
         with open_isolated(path, filename=DOC, settings=settings, chunking=CHUNKING) as prepared:
             request = IndexRequest(
                 prepared,
@@ -117,11 +126,13 @@ def stored_chunks(store: VectorStore) -> list[tuple[Any, ...]]:
     return sorted(rows)
 
 
-def after_embedding(count: int, action: Callable[[], Any]) -> Callable[[str, int, int], None]:
+def after_embedding(
+    count: int, action: Callable[[], Any]
+) -> Callable[[str, int, int | None], None]:
     """An `on_progress` that runs `action` once `count` chunks have been embedded."""
     fired: list[int] = []
 
-    def on_progress(stage: str, done: int, total: int) -> None:
+    def on_progress(stage: str, done: int, total: int | None) -> None:
         if stage == "embedding" and done >= count and not fired:
             fired.append(done)
             action()
@@ -242,6 +253,7 @@ def test_a_slow_consumer_does_not_spend_the_childs_wall_clock_limit(tmp_path: Pa
         for _ in prepared.batches():
             batches += 1
             time.sleep(3.0)  # a slow embedder: 5 batches take longer than the limit
+    assert prepared.chunk_count is not None
     assert batches == -(-prepared.chunk_count // CHUNK_BATCH) >= 4
 
 
@@ -278,3 +290,84 @@ def test_a_re_ingest_reuses_the_live_vectors_window_by_window(
     assert result.chunks_reused == PARAGRAPHS - len(changed)
     assert embedded == len(changed)
     assert store.count_points(INDEX, DOC, version=2, state="live") == PARAGRAPHS
+
+
+def test_a_pdfs_first_chunks_are_sent_before_its_later_pages_are_read() -> None:
+    pages_read: list[int] = []
+    read_when_batched: list[int] = []
+    with open_isolated(
+        MANUAL,
+        filename=DOC,
+        settings=Settings(),
+        chunking=CHUNKING,
+        on_page=lambda done, total: pages_read.append(done),
+    ) as prepared:
+        assert prepared.chunk_count is None and "words" not in prepared.metadata
+        assert prepared.metadata["sha256"] and prepared.metadata["format"] == "pdf"
+        chunks = 0
+        for batch in prepared.batches():
+            read_when_batched.append(pages_read[-1])
+            chunks += len(batch)
+    # Progress lines and batches cross the pipe in the order the child wrote them.
+    assert read_when_batched[0] < 100 < 400 == pages_read[-1]
+    assert read_when_batched == sorted(read_when_batched) and len(read_when_batched) >= 4
+    expected = prepare_document(
+        MANUAL.read_bytes(), filename=DOC, settings=Settings(), chunking=CHUNKING
+    )
+    assert prepared.chunk_count == chunks == len(expected.chunks)
+    for key in ("pages", "words", "characters", "title", "language"):
+        assert prepared.metadata[key] == expected.metadata[key], key
+
+
+def test_a_streamed_documents_late_fields_are_set_on_every_point_at_publish(
+    store: VectorStore, ingest: Ingest
+) -> None:
+    staged: list[dict[str, Any]] = []
+
+    def look() -> None:
+        selector = fields_filter(document_id=DOC, state="staged")
+        records, _ = store.engine.scroll(
+            INDEX, selector, limit=10_000, offset=None, payload=None, vectors=None
+        )
+        staged.extend(record.payload or {} for record in records)
+
+    result = ingest(MANUAL, on_progress=after_embedding(3 * WINDOW, look))
+    assert staged and all(payload["chunk_count"] is None for payload in staged)
+    assert all(payload["words"] is None and payload["pages"] is None for payload in staged)
+    assert {payload["filename"] for payload in staged} == {DOC}
+    document = store.get_document(INDEX, DOC)
+    assert (document.pages, document.chunks) == (400, result.chunks) and document.words
+    live = [point.payload for point in store.live_points(INDEX)]
+    assert len(live) == result.chunks
+    assert {(p["chunk_count"], p["pages"], p["words"]) for p in live} == {
+        (result.chunks, 400, document.words)
+    }
+
+
+def test_a_document_failing_after_its_first_windows_leaves_the_index_as_it_was(
+    tmp_path: Path, store: VectorStore, ingest: Ingest
+) -> None:
+    """The PDF passes the character limit on a late page, after windows of its early pages
+    were written as staged: they are dropped, and the live version stays."""
+    ingest(long_text(tmp_path / "old.txt", "alpha"))
+    stored: list[int] = []
+    with pytest.raises(DocumentTooLarge, match="more than 200,000 characters"):
+        ingest(
+            MANUAL,
+            settings=Settings(max_extracted_chars=200_000),
+            on_stored=lambda done, total: stored.append(done),
+        )
+    assert max(stored) > 2 * WINDOW
+    assert store.count_points(INDEX, DOC, version=2) == 0
+    assert store.count_points(INDEX, DOC) == PARAGRAPHS
+    assert {row[-1] for row in stored_chunks(store)} == {1}
+
+
+def test_the_count_comes_before_the_last_sections_chunks(tmp_path: Path) -> None:
+    """A text without headings is one section, split once extraction has ended: the child
+    counts it and says so before sending it, so the total is known from the first batch."""
+    path = long_text(tmp_path / "long.txt", "alpha")
+    with open_isolated(path, filename=DOC, settings=Settings(), chunking=CHUNKING) as prepared:
+        counts = [prepared.chunk_count for _ in prepared.batches()]
+    assert len(counts) >= 4 and set(counts) == {PARAGRAPHS}
+    assert prepared.metadata["words"] > PARAGRAPHS

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pipeline.chunking import ChunkingSpec
 from pipeline.errors import IngestError
-from pipeline.prepare import prepare_document
+from pipeline.prepare import prepare_document, stream_document
 from pipeline.settings import ChunkUnit, Settings
 from tests.support.paths import CORPUS_DIR
 
@@ -54,6 +56,8 @@ def test_corpus_file_prepares_or_fails_with_its_code(relative: str, settings: Se
     path = CORPUS_DIR / relative
     data = path.read_bytes()
     expected_error = EXPECTED_ERRORS.get(relative)
+    if not relative.startswith("images/"):  # OCR'd images are read whole either way
+        assert_streamed_alike(data, path.name, settings)
     try:
         prepared = prepare_document(data, filename=path.name, settings=settings)
     except IngestError as exc:
@@ -81,6 +85,27 @@ def test_corpus_file_prepares_or_fails_with_its_code(relative: str, settings: Se
     if folder == "images" or "-no-text" in relative:  # scans are read by OCR (Tesseract)
         assert meta["ocr"]["pages"] == list(range(1, meta["pages"] + 1))
         assert 0.5 < meta["ocr"]["confidence"] <= 1
+
+
+def assert_streamed_alike(data: bytes, filename: str, settings: Settings) -> None:
+    """The streamed preparation (what the parsing child sends) gives the same chunks and
+    metadata as the whole one, or fails with the same error."""
+    outcomes: list[tuple[object, dict[str, Any]]] = []
+    for prepare in ("whole", "streamed"):
+        try:
+            if prepare == "whole":
+                whole = prepare_document(data, filename=filename, settings=settings)
+                outcomes.append((whole.chunks, whole.metadata))
+            else:
+                stream = stream_document(data, filename=filename, settings=settings)
+                chunks = list(stream.chunks())
+                assert stream.chunk_count == len(chunks)
+                outcomes.append((chunks, stream.metadata))
+        except IngestError as exc:
+            outcomes.append((exc.code, {"message": exc.message}))
+    (whole_outcome, whole_meta), (outcome, meta) = outcomes
+    assert outcome == whole_outcome
+    assert {**meta, "ingested_at": None} == {**whole_meta, "ingested_at": None}
 
 
 def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> None:
