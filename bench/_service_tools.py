@@ -37,14 +37,14 @@ def _stat(pid: int) -> list[str]:
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of `pid` and of its children it has waited for, in seconds.
 
-    The children count: the worker parses each upload in a child process.
+    Not the children still running (nor what they reaped): see `tree_cpu_seconds`.
     """
     utime, stime, cutime, cstime = (int(value) for value in _stat(pid)[11:15])
     return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
 
 
-def tree_rss_bytes(pid: int) -> int:
-    """VmRSS of `pid` plus that of all its descendants (pages they share count twice)."""
+def _children() -> dict[int, list[int]]:
+    """Parent pid → the pids of its live children, from /proc."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -52,6 +52,12 @@ def tree_rss_bytes(pid: int) -> int:
                 children.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
             except (FileNotFoundError, ProcessLookupError):
                 continue
+    return children
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """VmRSS of `pid` plus that of all its descendants (pages they share count twice)."""
+    children = _children()
     total, todo = 0, [pid]
     while todo:
         current = todo.pop()
@@ -61,6 +67,55 @@ def tree_rss_bytes(pid: int) -> int:
             continue
         todo.extend(children.get(current, []))
     return total
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of `pid` and of every live descendant, each with the children it reaped.
+
+    `cpu_seconds(pid)` alone misses the parsing: uploads are parsed in grandchildren forked
+    by fork servers (`pipeline.isolation`) that outlive them, so their time lands in a fork
+    server's reaped-children count (cutime, cstime), which reaches serve's only when that
+    fork server exits and is reaped. A process that exits between two readings is counted
+    once: in its own reading before, in its reaper's after.
+    """
+    children = _children()
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            total += cpu_seconds(current)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        todo.extend(children.get(current, []))
+    return total
+
+
+def wait_until_quiet(pid: int, *, timeout: float = 120.0) -> float:
+    """Wait until `pid` and its descendants use under 0.1 CPU s in 1 s; return their CPU.
+
+    `serve` answers before its fork servers have imported and warmed the parsers (~2.6 CPU
+    s in all, measured); a CPU reading taken during that would charge it to the first jobs.
+    """
+    deadline = time.monotonic() + timeout
+    last = tree_cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = tree_cpu_seconds(pid)
+        if now - last < 0.1:
+            return now
+        last = now
+    raise RuntimeError(f"pid {pid} and its children still busy after {timeout:.0f} s")
+
+
+def embedding_counts(client: httpx.Client) -> dict[str, float]:
+    """The service's embedding counters from `/metrics`: requests, inputs (texts) and tokens
+    embedded since it started."""
+    found: dict[str, float] = {}
+    for line in client.get("/metrics").raise_for_status().text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("docingest_embedding_") and name.endswith("_total"):
+            found[name.removeprefix("docingest_embedding_").removesuffix("_total")] = float(value)
+    return found
 
 
 def percentile(values: list[float], fraction: float) -> float:

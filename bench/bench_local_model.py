@@ -1,4 +1,4 @@
-"""The local model in `docingest serve`: peak RSS, CPU per chunk, chunks/s, today beside ours.
+"""The local model in `docingest serve`: peak RSS, CPU per text, chunks/s, today beside ours.
 
 Run: .venv/bin/python bench/bench_local_model.py [--baseline main] [--quick]
 
@@ -12,11 +12,17 @@ For each version, in child processes so that neither inherits the other's memory
    the serve process is sampled every 0.2 s until all have completed, and read again as each
    job completes (flat means the last reading is not above the first). CPU is that of the
    serve process and all its descendants (the fork servers and the children they reaped, in
-   which uploads are parsed), from /proc.
+   which uploads are parsed), from /proc (`tree_cpu_seconds`), from when the fork servers
+   have warmed up until every job has ended. The texts the service embedded are counted by
+   its own `/metrics` (`docingest_embedding_inputs_total`).
 2. bare: `prepare_document` on each document (not timed), then one
    `LocalEmbedder.embed_documents(chunks)` call per document; CPU of that call alone. The
    vectors are kept, and the baseline's are compared with ours (largest absolute difference).
-3. naive, once, with this checkout's embedder (the reference for both versions): for each
+3. distinct: as bare, but over each document's distinct texts only (repeats dropped, first
+   occurrences in order): what a service that embeds each distinct text of a document once
+   embeds. Service CPU per distinct text against this run's is the per-distinct-text ratio;
+   it is like for like only when the service embedded that many texts (the report says).
+4. naive, once, with this checkout's embedder (the reference for both versions): for each
    document, `prepare_document`, then one `embed_documents([text])` call per chunk,
    sequentially, nothing stored (the loop bench_service.py compares the service with).
 
@@ -49,7 +55,15 @@ sys.path.insert(1, str(REPO / "bench"))
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import find_corpus, machine  # noqa: E402
-from _service_tools import RssSampler, cpu_seconds, mb, rss_bytes, upload_path  # noqa: E402
+from _service_tools import (  # noqa: E402
+    RssSampler,
+    embedding_counts,
+    mb,
+    rss_bytes,
+    tree_cpu_seconds,
+    upload_path,
+    wait_until_quiet,
+)
 
 BIG = ("pdf/irs-irm-2.3.59-400p.pdf", "docx/doj-chapter13-trustee-handbook-872p.docx")
 OTHERS = (  # one per format, from bench_service.py's THROUGHPUT
@@ -103,12 +117,15 @@ def worker(mode: str, paths: list[Path], vectors_out: Path | None) -> dict[str, 
         embedder = LocalEmbedder.load(threads=settings.local_model_threads)
         embedder.embed_documents(["warm up"])
         cpu = wall = 0.0
-        chunks, vectors = 0, []
+        chunks, embedded, vectors = 0, 0, []
         for path in paths:
             started_cpu, started = time.process_time(), time.perf_counter()
             prepared = prepare_document(path.read_bytes(), filename=path.name, settings=settings)
             texts = [chunk.text for chunk in prepared.chunks]
-            if mode == "bare":  # the model alone: preparing is not counted
+            chunks += len(texts)
+            if mode == "distinct":
+                texts = list(dict.fromkeys(texts))
+            if mode in ("bare", "distinct"):  # the model alone: preparing is not counted
                 started_cpu, started = time.process_time(), time.perf_counter()
                 vectors.append(embedder.embed_documents(texts))
             else:
@@ -116,11 +133,17 @@ def worker(mode: str, paths: list[Path], vectors_out: Path | None) -> dict[str, 
                     embedder.embed_documents([text])
             cpu += time.process_time() - started_cpu
             wall += time.perf_counter() - started
-            chunks += len(texts)
+            embedded += len(texts)
     if vectors_out is not None and vectors:
         np.save(vectors_out, np.concatenate(vectors))
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"chunks": chunks, "cpu": cpu, "seconds": wall, "peak": peak_kib * 1024}
+    return {
+        "chunks": chunks,
+        "texts": embedded,
+        "cpu": cpu,
+        "seconds": wall,
+        "peak": peak_kib * 1024,
+    }
 
 
 def run_worker(
@@ -140,31 +163,6 @@ def run_worker(
 
 
 # --- the service ----------------------------------------------------------------------------
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of `pid` and of every live descendant, each with its reaped children.
-
-    The parsing children are forked by a fork server that outlives them, so their time is
-    in the fork server's reaped-children count, never in serve's while it runs.
-    """
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int(entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            total += cpu_seconds(current)
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        todo.extend(children.get(current, []))
-    return total
 
 
 def follow(client: httpx.Client, pid: int, job_ids: list[str], timeout: float) -> dict[str, Any]:
@@ -211,11 +209,13 @@ def measure_service(version: Version, paths: list[Path], timeout: float) -> dict
             pid = process.popen.pid
             with RssSampler(pid, env.base_url) as sampler:
                 time.sleep(2.0)
-                cpu, started = tree_cpu_seconds(pid), time.perf_counter()
+                cpu = wait_until_quiet(pid)  # the fork servers have warmed up
+                counts, started = embedding_counts(client), time.perf_counter()
                 job_ids = [upload_path(client, "local", path) for path in paths]
                 result = follow(client, pid, job_ids, timeout)
                 result["seconds"] = time.perf_counter() - started
                 result["cpu"] = tree_cpu_seconds(pid) - cpu
+                result["texts"] = int(embedding_counts(client)["inputs"] - counts["inputs"])
     baseline = [rss for rss, _, _ in sampler.samples[:8]]
     result |= {
         "baseline": statistics.median(baseline),
@@ -251,7 +251,9 @@ def report(versions: list[Version], data: dict[str, Any], header: str) -> None:
     for version in versions:
         row = data[version.name]
         service, bare, naive = row["service"], row["bare"], row["naive"]
-        per_chunk = {key: 1000 * row[key]["cpu"] / row[key]["chunks"] for key in row}
+        per_chunk = {
+            key: 1000 * row[key]["cpu"] / row[key]["chunks"] for key in ("service", "bare")
+        }
         speed = (service["chunks"] / service["seconds"]) / (naive["chunks"] / naive["seconds"])
         print(
             f"| {version.name} | {service['chunks']} | {service['seconds']:.1f} | "
@@ -259,6 +261,7 @@ def report(versions: list[Version], data: dict[str, Any], header: str) -> None:
             f"**{per_chunk['service'] / per_chunk['bare']:.2f}×** | {naive['seconds']:.1f} | "
             f"**{speed:.2f}×** | {mb(bare['peak'])} |"
         )
+    report_distinct(versions, data)
     first, last = (data[version.name] for version in (versions[0], versions[-1]))
     ratio = (last["service"]["cpu"] / last["service"]["chunks"]) / (
         first["service"]["cpu"] / first["service"]["chunks"]
@@ -269,12 +272,41 @@ def report(versions: list[Version], data: dict[str, Any], header: str) -> None:
         print(f"difference {data['max_abs_difference']:.2e} over {data['vectors']} vectors.")
 
 
+def report_distinct(versions: list[Version], data: dict[str, Any]) -> None:
+    """Per distinct text: the service's CPU over the bare model's on those texts alone."""
+    print(
+        "\n| code | distinct texts | texts the service embedded | service CPU ms/distinct "
+        "text | bare CPU ms/distinct text | service / bare CPU per distinct text | bare CPU "
+        "per text, distinct / all |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    like_for_like = []
+    for version in versions:
+        row = data[version.name]
+        service, bare, distinct = row["service"], row["bare"], row["distinct"]
+        per_text = 1000 * service["cpu"] / distinct["texts"]
+        bare_per_text = 1000 * distinct["cpu"] / distinct["texts"]
+        dearer = bare_per_text / (1000 * bare["cpu"] / bare["texts"])
+        print(
+            f"| {version.name} | {distinct['texts']} | {service['texts']} | {per_text:.0f} | "
+            f"{bare_per_text:.0f} | **{per_text / bare_per_text:.2f}×** | {dearer:.2f}× |"
+        )
+        if service["texts"] == bare["texts"]:
+            like_for_like.append(f"{version.name}, every chunk: the per-chunk ratio")
+        elif service["texts"] == distinct["texts"]:
+            like_for_like.append(f"{version.name}, its distinct texts: the per-distinct one")
+        else:
+            like_for_like.append(f"{version.name}, neither bare run's texts: neither ratio")
+    print("\nTexts the service embedded (its /metrics), so the like-for-like ratio: ")
+    print("; ".join(like_for_like) + ".")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", default="main", help="git ref of today's code")
     parser.add_argument("--quick", action="store_true", help="the two big documents only")
     parser.add_argument("--timeout", type=float, default=3600)
-    parser.add_argument("--worker", choices=["bare", "naive"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["bare", "distinct", "naive"], help=argparse.SUPPRESS)
     parser.add_argument("--vectors-out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -299,6 +331,7 @@ def main() -> int:
             out = Path(tmp) / f"{len(data)}-{uuid.uuid4().hex[:6]}.npy"
             data[version.name]["bare"] = run_worker(version, "bare", paths, out)
             data[version.name]["vectors_file"] = out
+            data[version.name]["distinct"] = run_worker(version, "distinct", paths, None)
         naive = run_worker(versions[-1], "naive", paths, None)  # one reference for both
         for version in versions:
             data[version.name]["naive"] = naive

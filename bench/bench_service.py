@@ -21,8 +21,9 @@ housekeeping and model-thread settings. Then, in one run:
    stuck, and either makes the exit status 1.
 4. throughput: a fixed mix of corpus documents (PDF, DOCX, HTML, Markdown, text) uploaded at
    once into an empty index on an idle worker, timed from the first upload until all have
-   completed; chunks from the jobs' results, CPU time (the serve process and its reaped
-   children) from /proc.
+   completed; chunks from the jobs' results, CPU time from /proc: the serve process and every
+   descendant with the children each reaped (`tree_cpu_seconds`: the parsing grandchildren
+   are reaped by the fork servers, never by serve).
 5. naive, after the service has stopped: the same documents in this process, one after the
    other, `prepare_document` then one `embed_documents([text])` call per chunk on the local
    model (no storing, which favours it).
@@ -54,15 +55,16 @@ from _service_tools import (  # noqa: E402
     Outcome,
     RssSampler,
     code_version,
-    cpu_seconds,
     mb,
     ms,
     percentile,
     settle,
     timed,
+    tree_cpu_seconds,
     upload,
     upload_path,
     wait_for_status,
+    wait_until_quiet,
 )
 
 from pipeline.embedders.local import LocalEmbedder  # noqa: E402
@@ -225,7 +227,8 @@ def measure_throughput(
     client: httpx.Client, pid: int, paths: list[Path], *, timeout: float
 ) -> dict[str, Any]:
     """Upload `paths` at once into an empty index; time until every job has ended."""
-    cpu, started = cpu_seconds(pid), time.perf_counter()
+    cpu = wait_until_quiet(pid)  # e.g. a fork server replaced after a cancel, warming up
+    started = time.perf_counter()
     job_ids = [upload_path(client, "throughput", path) for path in paths]
     outcome = settle(client, job_ids, index="throughput", timeout=timeout)
     seconds = time.perf_counter() - started
@@ -234,7 +237,7 @@ def measure_throughput(
         "docs": outcome.statuses.get("completed", 0),
         "chunks": chunks,
         "seconds": seconds,
-        "cpu": cpu_seconds(pid) - cpu,
+        "cpu": tree_cpu_seconds(pid) - cpu,
         "outcome": outcome,
     }
 

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from _common import find_corpus, machine  # noqa: E402
-from _service_tools import code_version, settle, upload  # noqa: E402
+from _service_tools import code_version, settle, tree_cpu_seconds, upload  # noqa: E402
 
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder  # noqa: E402
 from pipeline.prepare import prepare_document  # noqa: E402
@@ -86,30 +86,6 @@ class Measured:
 
     def cpu_ms_per_chunk(self) -> float:
         return 1000 * statistics.median(self.cpu) / self.chunks
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of `pid` and every descendant, each with the children it has reaped."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
-            except (OSError, IndexError):
-                continue
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            total += sum(int(value) for value in _stat(current)[11:15])
-        except (OSError, IndexError):
-            continue
-        todo += [child for child, parent in parents.items() if parent == current]
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def measure_service(
