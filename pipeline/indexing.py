@@ -41,7 +41,8 @@ What needs the whole document, and where it comes from:
 - vector reuse: each window reads the live version's vectors for its own text hashes, and
   this version's staged ones (a crashed attempt's) at its own chunk indexes
   (`reusable_vectors`), so a re-ingest holds no more vectors than a window's;
-- repeated texts are embedded once per window (no longer once per document).
+- repeated texts are embedded once per document: the run keeps the hashes of the texts it
+  has embedded and reads a repeat's vector back (`pipeline.window_vectors`).
 
 The lock is held from the first window to `retire` (it used to be from the first write):
 a newer upload waiting for it is let in within one window, when this attempt sees it is
@@ -60,19 +61,17 @@ from typing import Any, NoReturn
 import numpy as np
 
 from pipeline import metrics
-from pipeline.chunk_vectors import chunk_records, embed_missing, keyword_text, text_hash
+from pipeline.chunk_vectors import chunk_records
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder, check_embedder_matches
 from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, PermanentError, Superseded
 from pipeline.metadata import ocr_summary
 from pipeline.prepare import Prepared, PreparedStream, as_stream
-from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, StoredDocument, VectorStore
 from pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
+from pipeline.window_vectors import VectorLookup, WindowVectors
 from pipeline.windows import BackgroundWriter, HeldCount, windows
 
-VectorLookup = Callable[[int, list[str]], dict[str, np.ndarray]]
-"""(chunks before a window, the window's text hashes) → reusable dense vectors by text hash."""
 ProgressReporter = Callable[[str, int, int | None], None]
 """Called with (stage, done, total): stage "embedding" or "storing", counts of chunks; total
 None while the document is still being extracted."""
@@ -194,7 +193,7 @@ def index_document(
 
     hooks.on_step("embed")
     size = min(window, embed_slice or embedder.max_batch * EMBED_CONCURRENCY)
-    embed = _Embedding(config, reusable, embedder, size)
+    embed = WindowVectors(config, embedder, size, reusable, run.staged_vectors)
     stats = run.stream_publish_retire(embed)  # the steps "write", "publish" and "retire"
     meta = document.metadata
     ocr = ocr_summary(meta.get("ocr"))
@@ -209,17 +208,6 @@ def index_document(
         unchanged=False,
         ocr_pages=len(ocr["pages"]) if ocr else 0,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _Embedding:
-    """How one run embeds a window: the index's config, reusable vectors, the embedder."""
-
-    config: IndexConfig
-    reusable: VectorLookup
-    embedder: Embedder
-    window: int
-    """Chunks per window (and per `embed_documents` call)."""
 
 
 @dataclass(slots=True)
@@ -305,7 +293,15 @@ class _Run:
 
         return lookup
 
-    def stream_publish_retire(self, embed: _Embedding) -> _Stats:
+    def staged_vectors(self, hashes: list[str]) -> dict[str, np.ndarray]:
+        """This version's staged points' vectors for `hashes` (texts repeated from the run's
+        earlier windows)."""
+        request = self.request
+        return self.store.stored_vectors(
+            request.index, request.document_id, request.version, text_hashes=hashes
+        )
+
+    def stream_publish_retire(self, embed: WindowVectors) -> _Stats:
         """Under the document's lock: embed and write the windows as staged, publish, retire
         the other versions; stop (dropping the staged points) if cancelled or superseded
         before publishing."""
@@ -340,7 +336,7 @@ class _Run:
         return stats
 
     def write_windows(
-        self, embed: _Embedding, writer: BackgroundWriter[ChunkRecord], held: HeldCount
+        self, embed: WindowVectors, writer: BackgroundWriter[ChunkRecord], held: HeldCount
     ) -> _Stats:
         """Embed each window, then hand it to `writer` while the next one is embedded."""
         progress, cancelled = self.hooks.on_progress, self.hooks.should_cancel
@@ -348,7 +344,7 @@ class _Run:
         fields = _document_fields(self.request, document)  # the file's; the rest at publish
         progress("embedding", 0, document.chunk_count)
         with writer:
-            for window in windows(held.taking(self.document.batches()), embed.window):
+            for window in windows(held.taking(self.document.batches()), embed.slice_size):
                 if cancelled():  # raised, not dropped: a write may be in flight
                     raise Cancelled()
                 if not self.is_current():
@@ -369,36 +365,28 @@ class _Run:
         return stats
 
     def records_for(
-        self, chunks: list[Chunk], embed: _Embedding, fields: DocumentFields, *, base: int
+        self, chunks: list[Chunk], embed: WindowVectors, fields: DocumentFields, *, base: int
     ) -> tuple[list[ChunkRecord], int]:
-        """Sparse-encode the window's chunks, embed the texts with no reusable vector; return
-        its records and how many chunks reused a vector. `base`: chunks before this window."""
-        hashes = [text_hash(chunk.text) for chunk in chunks]
-        chunking = embed.config.chunking
-        avg_len = average_length(chunking.chunk_size, chunking.unit)
-        sparse = [encode_document(keyword_text(chunk), avg_len=avg_len) for chunk in chunks]
-        reusable = embed.reusable(base, hashes)
+        """The window's records (`base`: chunks before it), and how many chunks reused a
+        stored vector."""
         total, progress = self.document.chunk_count, self.hooks.on_progress
-        vectors = embed_missing(
+        window = embed.window(
             chunks,
-            hashes,
-            reusable,
-            embedder=embed.embedder,
-            slice_size=embed.window,
+            base=base,
             on_progress=lambda done, _: progress("embedding", base + done, total),
             cancelled=self.hooks.should_cancel,
         )
         records = chunk_records(
             chunks,
-            hashes=hashes,
-            vectors=vectors,
-            sparse=sparse,
+            hashes=window.hashes,
+            vectors=window.dense,
+            sparse=window.sparse,
             document_id=self.request.document_id,
             version=self.request.version,
             fields=fields,
             ocr=self.document.metadata.get("ocr"),
         )
-        return records, sum(1 for digest in hashes if digest in reusable)
+        return records, window.reused
 
     def lock(self) -> AbstractContextManager[None]:
         """The document's store lock, kept alive while held: an attempt killed mid-write frees

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pipeline.chunking import ChunkingSpec
@@ -371,3 +372,32 @@ def test_the_count_comes_before_the_last_sections_chunks(tmp_path: Path) -> None
         counts = [prepared.chunk_count for _ in prepared.batches()]
     assert len(counts) >= 4 and set(counts) == {PARAGRAPHS}
     assert prepared.metadata["words"] > PARAGRAPHS
+
+
+def test_a_text_repeated_across_windows_is_embedded_once(
+    tmp_path: Path, store: VectorStore, ingest: Ingest
+) -> None:
+    """A boilerplate paragraph at chunks 40n and 40n + 17 (the next window, or 1.5 windows
+    on): embedded once for the document, its vector read back from the previous window or,
+    further on, from this version's staged points."""
+    boilerplate = (  # as long as a ledger paragraph: a chunk of its own
+        "This page is intentionally left blank by order of the harbour master, who keeps the "
+        "ledger of every shipment leaving at dawn and signs each entry twice with the customs "
+        "officer on duty."
+    )
+    path = long_text(tmp_path / "long.txt", "alpha")
+    paragraphs = path.read_text(encoding="utf-8").split("\n\n")
+    for n in range(0, PARAGRAPHS, 40):
+        paragraphs[n] = paragraphs[n + 17] = boilerplate
+    path.write_text("\n\n".join(paragraphs), encoding="utf-8")
+
+    before = COUNTERS.snapshot()["inputs"]
+    result = ingest(path)
+    embedded = COUNTERS.snapshot()["inputs"] - before
+    assert result.chunks == PARAGRAPHS and result.chunks_reused == 0
+    assert embedded == len(set(paragraphs)) == PARAGRAPHS - 2 * (PARAGRAPHS // 40) + 1
+    vectors = [
+        point.dense for point in store.live_points(INDEX) if point.payload["text"] == boilerplate
+    ]
+    assert len(vectors) == 2 * (PARAGRAPHS // 40)
+    assert all(np.array_equal(vector, vectors[0]) for vector in vectors)
