@@ -255,7 +255,8 @@ class Settings(BaseSettings):
     """Silence after which a processing job is re-queued (or failed with `timeout`)."""
 
     lost_message_after_seconds: float = Field(default=300.0, gt=0)
-    """A queued job found in no broker queue after waiting this long is sent again."""
+    """A queued job found in no broker queue after waiting this long is sent again (so is a
+    never-claimed one whose message was delivered this long ago and is still unacknowledged)."""
 
     housekeeping_interval_seconds: float = Field(default=15.0, gt=0)
     """How often some worker sweeps for jobs whose worker stopped."""

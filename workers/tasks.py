@@ -42,7 +42,9 @@ def register_tasks(app: Celery) -> None:
         report = sweep(
             services,
             enqueue=enqueue,
-            in_broker=lambda job_ids: job_ids_in_broker(services, job_ids),
+            in_broker=lambda job_ids, overdue_after: job_ids_in_broker(
+                services, job_ids, overdue_after=overdue_after
+            ),
         )
         return {
             "requeued": report.requeued,

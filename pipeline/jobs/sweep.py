@@ -5,8 +5,10 @@ A processing job whose heartbeat is older than `heartbeat_timeout_seconds` lost 
 claim then either runs it as a new attempt or, past `job_max_attempts`, fails it with
 `timeout`. A queued job whose message is in no broker queue (lost in a Redis failover, or
 an enqueue that died half-way) is sent again once it has waited `lost_message_after_seconds`;
-a duplicate message is harmless, the claim runs a job once. Staged uploads are kept while
-their job exists (a failed job can be retried) and deleted once the job hash has expired.
+so is a never-claimed one whose message was delivered that long ago and never acknowledged
+(stranded by a worker that lost Redis, see `_resend_lost`). A duplicate message is harmless,
+the claim runs a job once. Staged uploads are kept while their job exists (a failed job can be
+retried) and deleted once the job hash has expired.
 """
 
 from __future__ import annotations
@@ -15,13 +17,24 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from pipeline.keys import JobStatus
 from pipeline.services import Services
 
 log = logging.getLogger(__name__)
 
 STAGED_GRACE_SECONDS = 3600
 """A staged file younger than this is never deleted: its job may be being recorded."""
+
+
+class InBroker(NamedTuple):
+    """What the broker holds for some jobs (`workers.broker.job_ids_in_broker`)."""
+
+    present: set[str]
+    """Jobs with a message waiting in a queue, or delivered to a consumer recently."""
+    overdue: set[str]
+    """The others with a message delivered long ago and never acknowledged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +48,13 @@ def sweep(
     services: Services,
     *,
     enqueue: Callable[[str], None],
-    in_broker: Callable[[Sequence[str]], set[str]] | None = None,
+    in_broker: Callable[[Sequence[str], float], InBroker] | None = None,
 ) -> SweepReport:
     """Re-queue silent jobs (sending each with `enqueue`), re-send queued jobs whose message
-    `in_broker` cannot find, and delete orphaned staged files."""
+    `in_broker` cannot find or finds overdue, and delete orphaned staged files.
+
+    `in_broker(job_ids, overdue_after)` counts a message delivered over `overdue_after` s ago
+    and still unacknowledged as overdue rather than present."""
     settings = services.settings
     requeued: list[str] = []
     for job_id in services.jobs.stale(older_than=settings.heartbeat_timeout_seconds):
@@ -57,19 +73,33 @@ def sweep(
 def _resend_lost(
     services: Services,
     enqueue: Callable[[str], None],
-    in_broker: Callable[[Sequence[str]], set[str]],
+    in_broker: Callable[[Sequence[str], float], InBroker],
 ) -> list[str]:
-    waiting = services.jobs.waiting(older_than=services.settings.lost_message_after_seconds)
+    lost_after = services.settings.lost_message_after_seconds
+    waiting = services.jobs.waiting(older_than=lost_after)
     if not waiting:
         return []
-    present = in_broker(waiting)
+    found = in_broker(waiting, lost_after)
     resent = []
     for job_id in waiting:
-        if job_id not in present:
+        if job_id in found.present:
+            continue
+        if job_id in found.overdue:
+            # A worker that loses Redis cannot put back the messages it prefetched, and kombu
+            # restores them only after the visibility timeout (2 h by default): re-send now.
+            # A message a busy worker has held this long gets a copy too; whichever copy
+            # comes first wins the claim. Never-claimed jobs only: a claimed job's message
+            # may be a Celery retry held until its countdown (a first send has none), which
+            # must not run early.
+            job = services.jobs.get(job_id)
+            if job.status is not JobStatus.QUEUED or job.attempts:
+                continue
+            log.warning("job %s: its message was delivered but not started; sent again", job_id)
+        else:
             log.warning("job %s: queued but in no broker queue; sent again", job_id)
-            services.jobs.mark_resent(job_id)
-            enqueue(job_id)
-            resent.append(job_id)
+        services.jobs.mark_resent(job_id)
+        enqueue(job_id)
+        resent.append(job_id)
     return resent
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from celery import Celery
 
+from pipeline.jobs.sweep import InBroker
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE, JobStatus
 from pipeline.services import Services
 from tests.support.embedding_server import FakeEmbeddingServer
@@ -27,7 +29,8 @@ from workers.ticker import HousekeepingTicker
 
 INDEX = "worker-notes"
 HEARTBEAT_TIMEOUT = 1.0
-LOST_AFTER = 0.5
+LOST_AFTER = 2.0
+"""Long enough that a message delivered just before a sweep is surely still recent in it."""
 
 
 @dataclass
@@ -146,6 +149,68 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again(deployment: Deploymen
     assert job.attempts == 1
 
 
+@contextmanager
+def delivered_unacknowledged(
+    deployment: Deployment, job_id: str, *, countdown: float | None = None
+) -> Iterator[None]:
+    """Deliver an ingest message of `job_id` to a kombu consumer that does not acknowledge it
+    while the block runs: kombu's Redis transport keeps it in `unacked`, its delivery time in
+    `unacked_index`, as for a worker's prefetch (or a worker that lost Redis before it could
+    put the message back). The message goes through a queue no worker consumes, since the
+    module's worker would take it from the ingest queue first; only where kombu would restore
+    it differs. Leaving the block closes the consumer, which restores it to that queue (one
+    per job, so a later test does not fetch this message)."""
+    queue = f"docingest.test-held.{job_id}"
+    deployment.celery.send_task(INGEST_TASK, args=[job_id], queue=queue, countdown=countdown)
+    with deployment.celery.connection_for_read() as connection:
+        message = connection.default_channel.basic_get(queue, no_ack=False)
+        assert message is not None and message.headers["argsrepr"] == repr([job_id])
+        yield
+
+
+def test_a_never_started_job_whose_message_was_delivered_long_ago_is_sent_again(
+    deployment: Deployment,
+) -> None:
+    """A worker fetched the message and never acknowledged it (it lost Redis before it could
+    put it back; kombu would restore it only after the 2 h visibility timeout): once the job
+    has waited and the delivery is older than `lost_message_after_seconds`, the sweep sends
+    the job again and it runs once."""
+    jobs = deployment.services.jobs
+    job_id = deployment.stage(notes("stranded"))
+    with delivered_unacknowledged(deployment, job_id):
+        time.sleep(LOST_AFTER + 0.2)
+        assert jobs.get(job_id).status is JobStatus.QUEUED
+        assert job_ids_in_broker(
+            deployment.services, [job_id], overdue_after=LOST_AFTER
+        ) == InBroker(present=set(), overdue={job_id})
+
+        deployment.celery.send_task(HOUSEKEEPING_TASK, queue=HOUSEKEEPING_QUEUE)
+        job = wait_for_status(jobs, job_id)
+    assert job.status is JobStatus.COMPLETED, job
+    assert job.attempts == 1
+
+
+def test_a_message_delivered_recently_or_held_for_a_retry_is_not_sent_again(
+    deployment: Deployment,
+) -> None:
+    """Two jobs have waited past `lost_message_after_seconds`, their messages unacknowledged:
+    one fetched just now (a worker about to start it), one fetched long ago but a Celery retry
+    of a claimed job, held until its countdown. The sweep sends neither again."""
+    jobs = deployment.services.jobs
+    fresh, retried = deployment.stage(notes("held")), deployment.stage(notes("backing off"))
+    assert jobs.claim(retried, max_attempts=3, stale_after=HEARTBEAT_TIMEOUT).outcome == "claimed"
+    assert jobs.requeue(retried, attempt=1)  # a transient error: the task retries later
+    with delivered_unacknowledged(deployment, retried, countdown=60):
+        time.sleep(LOST_AFTER + 0.2)
+        with delivered_unacknowledged(deployment, fresh):
+            delivered = time.monotonic()
+            report = deployment.celery.tasks[HOUSEKEEPING_TASK]()  # the sweep, in this thread
+            assert time.monotonic() - delivered < LOST_AFTER, "the delivery must still be recent"
+    assert report["resent"] == []
+    assert jobs.get(fresh).status is JobStatus.QUEUED and jobs.get(fresh).attempts == 0
+    assert jobs.get(retried).status is JobStatus.QUEUED and jobs.get(retried).attempts == 1
+
+
 def test_the_broker_lookup_sees_waiting_messages_only_for_their_jobs(tmp_path: Path) -> None:
     prefix = unique_prefix("broker")
     settings = service_settings(tmp_path, prefix, None)
@@ -155,7 +220,8 @@ def test_the_broker_lookup_sees_waiting_messages_only_for_their_jobs(tmp_path: P
             celery = create_celery_app(settings)  # no worker consumes this prefix
             waiting, lost = job_spec(INDEX).job_id, job_spec(INDEX).job_id
             celery.send_task(INGEST_TASK, args=[waiting], queue=INGEST_QUEUE)
-            assert job_ids_in_broker(services, [waiting, lost]) == {waiting}
+            found = job_ids_in_broker(services, [waiting, lost], overdue_after=LOST_AFTER)
+            assert found == InBroker(present={waiting}, overdue=set())
         finally:
             services.close()
 
