@@ -291,7 +291,14 @@ def test_workers_and_the_api_reconnect_after_redis_restarts_with_a_backlog(
     redis_server.start()
     env = ServiceEnv(
         data_dir=tmp_path / "service",
-        extra=deployment_env(fake) | {"DOCINGEST_REDIS_URL": redis_server.url},
+        extra=deployment_env(fake)
+        | {
+            "DOCINGEST_REDIS_URL": redis_server.url,
+            # A message the worker had fetched but not started when Redis stopped stays in
+            # kombu's `unacked` hash (it could not be put back): the sweep sends its job again
+            # once the delivery is this old, well within RECOVERY_TIMEOUT (default 300 s).
+            "DOCINGEST_LOST_MESSAGE_AFTER_SECONDS": "15",
+        },
     )
     deployment = start_deployment(env)
     try:
