@@ -36,8 +36,9 @@ What needs the whole document, and where it comes from:
 - the keyword vectors: BM25's length normalisation uses a per-index average
   (`sparse.average_length` of the chunk size), not the document's, so each chunk is encoded
   alone; IDF is the store's;
-- progress: the total is None (reported so) until the child's last batch, when its summary
-  gives `chunk_count`; reused chunks are counted as their window reaches them;
+- progress: the total is None (reported so) until extraction has ended, when the child's
+  summary gives `chunk_count` (before the last section's chunks); reused chunks are counted
+  as their window reaches them;
 - vector reuse: each window reads the live version's vectors for its own text hashes, and
   this version's staged ones (a crashed attempt's) at its own chunk indexes
   (`reusable_vectors`), so a re-ingest holds no more vectors than a window's;
@@ -172,7 +173,8 @@ def index_document(
     """Store `request.prepared` as its version of the document and retire every other one.
 
     Raises `Superseded` if a newer version was handed out meanwhile, `Cancelled` if
-    `hooks.should_cancel()` turned true before publishing; either way the index is as it was.
+    `hooks.should_cancel()` turned true before publishing, and the stream's `PermanentError`
+    if the document fails part-way; in each case the index is as it was.
     `embed_slice` is the number of texts per `embed_documents` call (default: the embedder's
     `max_batch` times EMBED_CONCURRENCY); `window` the most chunks embedded and written at
     once (no more than `embed_slice`). `lock_timeout` is the TTL of the document's store
@@ -304,7 +306,8 @@ class _Run:
     def stream_publish_retire(self, embed: WindowVectors) -> _Stats:
         """Under the document's lock: embed and write the windows as staged, publish, retire
         the other versions; stop (dropping the staged points) if cancelled or superseded
-        before publishing."""
+        before publishing, or if the document turns out bad (a `PermanentError` from the
+        stream, such as a late page past the size limit)."""
         index, document_id = self.request.index, self.request.document_id
         version, store, step = self.request.version, self.store, self.hooks.on_step
         with self.lock():

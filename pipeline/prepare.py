@@ -147,7 +147,7 @@ class DocumentStream:
         self.metadata: dict[str, Any] = file_metadata(
             data, filename=filename, format=str(detection.format)
         )
-        """`file_metadata` at first; `CONTENT_KEYS` added once `chunks()` is exhausted."""
+        """`file_metadata` at first; `CONTENT_KEYS` added once extraction ends (`extracted`)."""
         self.chunk_count = 0
         """Chunks yielded so far."""
         self.extracted = False
@@ -160,6 +160,7 @@ class DocumentStream:
         return self._ocr.as_extra() if self._ocr.pages else None
 
     def chunks(self) -> Iterator[Chunk]:
+        """Yield the chunks in order, each section's as soon as the next heading closes it."""
         spec = self._chunking
         for chunk in iter_chunks(
             self._blocks(),
