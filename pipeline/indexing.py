@@ -42,8 +42,8 @@ What needs the whole document, and where it comes from:
 - vector reuse: each window reads the live version's vectors for its own text hashes, and
   this version's staged ones (a crashed attempt's) at its own chunk indexes
   (`reusable_vectors`), so a re-ingest holds no more vectors than a window's;
-- repeated texts are embedded once per document: the run keeps the hashes of the texts it
-  has embedded and reads a repeat's vector back (`pipeline.window_vectors`).
+- repeated texts are embedded once while their vector is among the run's recent ones (a
+  bounded cache, `pipeline.window_vectors.REPEAT_CACHE_BYTES`).
 
 The lock is held from the first window to `retire` (it used to be from the first write):
 a newer upload waiting for it is let in within one window, when this attempt sees it is
@@ -195,7 +195,7 @@ def index_document(
 
     hooks.on_step("embed")
     size = min(window, embed_slice or embedder.max_batch * EMBED_CONCURRENCY)
-    embed = WindowVectors(config, embedder, size, reusable, run.staged_vectors)
+    embed = WindowVectors(config, embedder, size, reusable)
     stats = run.stream_publish_retire(embed)  # the steps "write", "publish" and "retire"
     meta = document.metadata
     ocr = ocr_summary(meta.get("ocr"))
@@ -294,14 +294,6 @@ class _Run:
             return reusable
 
         return lookup
-
-    def staged_vectors(self, hashes: list[str]) -> dict[str, np.ndarray]:
-        """This version's staged points' vectors for `hashes` (texts repeated from the run's
-        earlier windows)."""
-        request = self.request
-        return self.store.stored_vectors(
-            request.index, request.document_id, request.version, text_hashes=hashes
-        )
 
     def stream_publish_retire(self, embed: WindowVectors) -> _Stats:
         """Under the document's lock: embed and write the windows as staged, publish, retire

@@ -1,16 +1,17 @@
 """The vectors of each window of one indexing run: keyword vectors, and dense vectors reused
-from the stored versions, repeated from earlier windows, or embedded.
+from the stored versions, repeated from a recent window, or embedded.
 
 A text repeated across a document (a DOCX's boilerplate, a form's field labels) is embedded
-once per document, as it was before windows: the run remembers the hash of every text it has
-embedded (hashes only, ~100 bytes a chunk, not vectors), keeps the last window's vectors (that
-window may still be on its way to the store), and reads older ones back from this version's
-staged points, which the writer has stored by then (`BackgroundWriter.put` returns once the
-previous window is written).
+once while it stays among the run's recent vectors: the last REPEAT_CACHE_BYTES of vectors
+it used, least recently used out first. A repeat older than that is embedded again. Reading
+it back from this version's staged points instead cost more than embedding it with a fast
+embedder: on a 51 MB text made of one book repeated, the lookups made the job 1.76× slower
+(BENCHMARKS.md, "Extraction overlapping embedding").
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,8 +25,8 @@ from pipeline.store import IndexConfig
 
 VectorLookup = Callable[[int, list[str]], dict[str, np.ndarray]]
 """(chunks before a window, the window's text hashes) → reusable dense vectors by text hash."""
-StagedLookup = Callable[[list[str]], dict[str, np.ndarray]]
-"""Text hashes → the dense vectors of this version's staged points with those texts."""
+REPEAT_CACHE_BYTES = 32 * 2**20
+"""Dense vectors a run keeps for repeated texts: 5,461 at 1,536 dimensions, 21,845 at 384."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,11 +51,13 @@ class WindowVectors:
     slice_size: int
     """Texts per `embed_documents` call."""
     reusable: VectorLookup
-    staged: StagedLookup
-    seen: set[str] = field(default_factory=set)
-    """Hashes of the texts this run has given a vector, in earlier windows."""
-    last: dict[str, np.ndarray] = field(default_factory=dict)
-    """The previous window's dense vectors."""
+    recent: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
+    """The vectors this run used last, by text hash, least recently used first."""
+
+    @property
+    def capacity(self) -> int:
+        """How many vectors `recent` keeps: REPEAT_CACHE_BYTES of them."""
+        return max(REPEAT_CACHE_BYTES // (4 * self.embedder.dimensions), self.slice_size)
 
     def window(
         self,
@@ -71,11 +74,9 @@ class WindowVectors:
         avg_len = average_length(chunking.chunk_size, chunking.unit)
         sparse = [encode_document(keyword_text(chunk), avg_len=avg_len) for chunk in chunks]
         reusable = self.reusable(base, hashes)
-        known = dict(reusable)
-        repeated = {digest for digest in hashes if digest in self.seen and digest not in known}
-        known.update({digest: self.last[digest] for digest in repeated if digest in self.last})
-        if older := [digest for digest in repeated if digest not in known]:
-            known.update(self.staged(older))
+        recent = self.recent
+        known = {digest: recent[digest] for digest in hashes if digest in recent}
+        known.update(reusable)
         dense = embed_missing(
             chunks,
             hashes,
@@ -85,7 +86,10 @@ class WindowVectors:
             on_progress=on_progress,
             cancelled=cancelled,
         )
-        self.seen.update(hashes)
-        self.last = {digest: dense[digest] for digest in hashes}
+        for digest in hashes:
+            recent[digest] = dense[digest]
+            recent.move_to_end(digest)
+        while len(recent) > self.capacity:
+            recent.popitem(last=False)
         reused = sum(1 for digest in hashes if digest in reusable)
         return Window(chunks, hashes, sparse, dense, reused)

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.chunking import ChunkingSpec
+from pipeline import window_vectors
+from pipeline.chunking import Chunk, ChunkingSpec
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
 from pipeline.errors import Cancelled, DocumentTooLarge, Superseded
@@ -377,9 +378,8 @@ def test_the_count_comes_before_the_last_sections_chunks(tmp_path: Path) -> None
 def test_a_text_repeated_across_windows_is_embedded_once(
     tmp_path: Path, store: VectorStore, ingest: Ingest
 ) -> None:
-    """A boilerplate paragraph at chunks 40n and 40n + 17 (the next window, or 1.5 windows
-    on): embedded once for the document, its vector read back from the previous window or,
-    further on, from this version's staged points."""
+    """A boilerplate paragraph at chunks 40n and 40n + 17, in other windows: embedded once
+    for the document, its vector kept among the run's recent ones."""
     boilerplate = (  # as long as a ledger paragraph: a chunk of its own
         "This page is intentionally left blank by order of the harbour master, who keeps the "
         "ledger of every shipment leaving at dawn and signs each entry twice with the customs "
@@ -401,3 +401,37 @@ def test_a_text_repeated_across_windows_is_embedded_once(
     ]
     assert len(vectors) == 2 * (PARAGRAPHS // 40)
     assert all(np.array_equal(vector, vectors[0]) for vector in vectors)
+
+
+@pytest.mark.parametrize(("cache_bytes", "embedded_again"), [(None, 0), (0, 1)])
+def test_a_repeat_is_embedded_again_once_it_has_left_the_bounded_cache(
+    embedder: OpenAICompatibleEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    cache_bytes: int | None,
+    embedded_again: int,
+) -> None:
+    """With the default cache a repeat two windows later reuses its vector; with the cache
+    at its floor (one window of vectors) it is embedded again."""
+    if cache_bytes is not None:
+        monkeypatch.setattr(window_vectors, "REPEAT_CACHE_BYTES", cache_bytes)
+    embedding = EmbeddingConfig(provider="openai", model=FAKE_MODEL, dimensions=FAKE_DIMENSIONS)
+    vectors = window_vectors.WindowVectors(
+        IndexConfig(embedding=embedding, chunking=CHUNKING),
+        embedder,
+        WINDOW,
+        reusable=lambda base, hashes: {},
+    )
+    texts = [f"Entry {n} of the ledger, signed twice." for n in range(2 * WINDOW)]
+    windows = [texts[:WINDOW], texts[WINDOW:], [texts[0], "A text of its own."]]
+    base, before = 0, COUNTERS.snapshot()["inputs"]
+    for window in windows:
+        chunks = [
+            Chunk(base + i, text, 0, len(text), None, None, ()) for i, text in enumerate(window)
+        ]
+        result = vectors.window(
+            chunks, base=base, on_progress=lambda *_: None, cancelled=lambda: False
+        )
+        assert set(result.dense) >= set(result.hashes) and result.reused == 0
+        base += len(chunks)
+    assert len(vectors.recent) <= vectors.capacity
+    assert COUNTERS.snapshot()["inputs"] - before == 2 * WINDOW + 1 + embedded_again
