@@ -81,14 +81,6 @@ def now_iso() -> str:
     return _iso(datetime.now(UTC)) or ""
 
 
-def automatic_metadata(
-    data: bytes, *, filename: str, document: ExtractedDocument, text: str
-) -> dict[str, Any]:
-    """Return the metadata docingest derives from the file itself; `text` is its full text."""
-    file = file_metadata(data, filename=filename, format=str(document.format))
-    return {**file, **content_metadata(document, TextTally.of(text))}
-
-
 def file_metadata(data: bytes, *, filename: str, format: str) -> dict[str, Any]:
     """The automatic metadata known before extraction: the file's name, format, size, hash
     and the time of ingestion."""
@@ -140,10 +132,6 @@ class TextTally:
     sample: str = ""
     blocks: int = 0
 
-    @classmethod
-    def of(cls, text: str) -> TextTally:
-        return cls(count_words(text), len(text), text[:_LANGUAGE_SAMPLE_CHARS], 1 if text else 0)
-
     def add(self, blocks: Iterable[Block]) -> None:
         for block in blocks:
             separator = BLOCK_SEPARATOR if self.blocks else ""
@@ -155,7 +143,7 @@ class TextTally:
 
 
 def ocr_summary(ocr: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A document's OCR record (`automatic_metadata()["ocr"]`) as stored and served: the
+    """A document's OCR record (`content_metadata()["ocr"]`) as stored and served: the
     pages read by OCR and their word-weighted mean confidence (0-1); None without OCR."""
     if not ocr or not ocr.get("pages"):
         return None

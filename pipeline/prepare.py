@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from pipeline.chunking import Chunk, ChunkingSpec, chunk_document, iter_chunks
+from pipeline.chunking import Chunk, ChunkingSpec, iter_chunks
 from pipeline.detect import detect
 from pipeline.document import Block, Detection, ExtractedDocument, PageReporter, join_blocks
-from pipeline.extract import extract, extract_stream
+from pipeline.extract import extract_stream
 from pipeline.extract.ocr import OcrPageHook, OcrRecord
-from pipeline.metadata import TextTally, automatic_metadata, content_metadata, file_metadata
+from pipeline.metadata import TextTally, content_metadata, file_metadata
 from pipeline.settings import Settings
 from pipeline.tokens import length_function_for
 
@@ -100,24 +100,26 @@ def prepare_document(
     """Detect, extract and chunk `data`; raise a `PermanentError` subclass on bad input.
 
     `on_stage` hears "detecting", "extracting" and "chunking" as each begins; `on_ocr_page`
-    is called before each page is OCR'd.
+    is called before each page is OCR'd. The same steps as the parsing child's
+    `stream_document`, run to the end, the blocks kept.
     """
-    stage = on_stage or _ignore
-    chunking = chunking or ChunkingSpec.from_settings(settings)
-    stage("detecting")
-    detection = detect(data, filename=filename, content_type=content_type)
-    stage("extracting")
-    document = extract(data, detection, settings=settings, on_page=on_page, on_ocr_page=on_ocr_page)
-    text, _ = join_blocks(document.blocks)
-    metadata = automatic_metadata(data, filename=filename, document=document, text=text)
-    stage("chunking")
-    chunks = chunk_document(
-        document.blocks,
-        chunk_size=chunking.chunk_size,
-        chunk_overlap=chunking.chunk_overlap,
-        length=length_function_for(chunking.unit),
+    stream = stream_document(
+        data,
+        filename=filename,
+        settings=settings,
+        content_type=content_type,
+        chunking=chunking,
+        on_stage=on_stage,
+        on_page=on_page,
+        on_ocr_page=on_ocr_page,
+        keep_blocks=True,
     )
-    return PreparedDocument(detection, document, text, metadata, chunks)
+    chunks = list(stream.chunks())
+    document = stream.document
+    if document is None:
+        raise RuntimeError("the document was not extracted to its end")
+    text, _ = join_blocks(document.blocks)
+    return PreparedDocument(stream.detection, document, text, stream.metadata, chunks)
 
 
 class DocumentStream:
@@ -139,8 +141,10 @@ class DocumentStream:
         on_stage: Callable[[str], None],
         on_page: PageReporter | None,
         on_ocr_page: OcrPageHook | None,
+        keep_blocks: bool = False,
     ) -> None:
-        self._data, self._detection, self._settings = data, detection, settings
+        self.detection = detection
+        self._data, self._settings = data, settings
         self._chunking = chunking
         self._on_stage, self._on_page, self._on_ocr_page = on_stage, on_page, on_ocr_page
         self._ocr = OcrRecord()
@@ -153,6 +157,10 @@ class DocumentStream:
         self.extracted = False
         """Whether extraction has ended: the chunks still to come, those of the last section,
         are split already (a caller may count them before passing them on)."""
+        self.document: ExtractedDocument | None = None
+        """The extracted document once extraction has ended; its `blocks` only with
+        `keep_blocks` (the parsing child does not hold them)."""
+        self._kept: list[Block] | None = [] if keep_blocks else None
 
     def ocr(self) -> dict[str, Any] | None:
         """The pages OCR'd so far and their confidence (`OcrRecord.as_extra`), None if none:
@@ -176,7 +184,7 @@ class DocumentStream:
         self._on_stage("extracting")
         stream = extract_stream(
             self._data,
-            self._detection,
+            self.detection,
             settings=self._settings,
             on_page=self._on_page,
             on_ocr_page=self._on_ocr_page,
@@ -190,8 +198,13 @@ class DocumentStream:
                 document: ExtractedDocument = end.value
                 break
             text.add(blocks)
+            if self._kept is not None:
+                self._kept.extend(blocks)
             yield from blocks
         self._data = b""  # the file is no longer needed; the child's memory is limited
+        if self._kept is not None:
+            document.blocks = self._kept
+        self.document = document
         self.metadata.update(content_metadata(document, text))
         self.extracted = True
         self._on_stage("chunking")  # the last section is split after extraction ends
@@ -207,9 +220,11 @@ def stream_document(
     on_stage: Callable[[str], None] | None = None,
     on_page: PageReporter | None = None,
     on_ocr_page: OcrPageHook | None = None,
+    keep_blocks: bool = False,
 ) -> DocumentStream:
     """`prepare_document` as a `DocumentStream`: detect `data` now (raising its error), and
-    extract and chunk it as the chunks are read."""
+    extract and chunk it as the chunks are read; `keep_blocks` keeps the extracted blocks in
+    `DocumentStream.document`."""
     stage = on_stage or _ignore
     stage("detecting")
     detection = detect(data, filename=filename, content_type=content_type)
@@ -222,6 +237,7 @@ def stream_document(
         on_stage=stage,
         on_page=on_page,
         on_ocr_page=on_ocr_page,
+        keep_blocks=keep_blocks,
     )
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -10,8 +11,10 @@ from pipeline.errors import InvalidMetadata
 from pipeline.metadata import (
     RESERVED_KEYS,
     USER_DESCRIPTIVE_KEYS,
-    automatic_metadata,
+    TextTally,
+    content_metadata,
     count_words,
+    file_metadata,
     guess_language,
     ocr_of_pages,
     ocr_summary,
@@ -20,6 +23,16 @@ from pipeline.metadata import (
 )
 
 LIMIT = 16 * 1024
+
+
+def automatic_metadata(
+    data: bytes, *, filename: str, document: ExtractedDocument, text: str
+) -> dict[str, Any]:
+    """The automatic metadata of `document` whose full text is `text` (one block of it)."""
+    tally = TextTally()
+    tally.add([Block(text)])
+    file = file_metadata(data, filename=filename, format=str(document.format))
+    return {**file, **content_metadata(document, tally)}
 
 
 def test_automatic_metadata_from_document() -> None:
