@@ -52,13 +52,14 @@ from _service_tools import code_version  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 from redis.lock import Lock  # noqa: E402
 
-from pipeline import indexing, prepare  # noqa: E402
+from pipeline import chunking, extract, indexing, prepare, window_vectors  # noqa: E402
 from pipeline.embedders import batching, openai_compat  # noqa: E402
+from pipeline.extract import pdf  # noqa: E402
 from pipeline.isolation import wire  # noqa: E402
 from pipeline.isolation.wire import CHUNK_BATCH  # noqa: E402
 from pipeline.jobs.runner import run_job  # noqa: E402
 from pipeline.jobs.state import JobSpec, JobStore  # noqa: E402
-from pipeline.metadata import CONTENT_KEYS  # noqa: E402
+from pipeline.metadata import CONTENT_KEYS, TextTally  # noqa: E402
 from pipeline.services import Services  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.store.fencing import DocumentFence  # noqa: E402
@@ -76,11 +77,16 @@ FAKE_SERVER = REPO / "tests" / "support" / "embedding_server.py"
 
 WATCHED: tuple[tuple[str, object, tuple[str, ...]], ...] = (
     ("detection", prepare, ("detect",)),
-    ("extraction", prepare, ("extract",)),
-    ("metadata (joined text, language)", prepare, ("join_blocks", "automatic_metadata")),
-    ("chunking", prepare, ("chunk_document",)),
-    ("text hashes", indexing, ("text_hash",)),
-    ("keyword (sparse) vectors", indexing, ("encode_document",)),
+    # Extraction and chunking run as generators (the child streams), and a generator's call
+    # returns at once: the functions watched are the ones doing the work inside them.
+    ("extraction", extract, ("_extract_format",)),
+    ("extraction", pdf, ("_open", "outline_headings", "page_labels", "_page_text",
+                         "clean_lines", "page_blocks", "fill_metadata")),
+    ("metadata (joined text, language)", prepare, ("file_metadata", "content_metadata")),
+    ("metadata (joined text, language)", TextTally, ("add",)),
+    ("chunking", chunking._HeldBlocks, ("split",)),
+    ("text hashes", window_vectors, ("text_hash",)),
+    ("keyword (sparse) vectors", window_vectors, ("encode_document",)),
     ("embedding client: token counting", batching.TokenCounter, ("pieces",)),
     ("embedding client: request (JSON, HTTP)", openai_compat.OpenAICompatibleEmbedder,
      ("_attempt",)),
@@ -88,7 +94,8 @@ WATCHED: tuple[tuple[str, object, tuple[str, ...]], ...] = (
      ("_parse",)),
     ("embedding client: batching, threads", openai_compat.OpenAICompatibleEmbedder,
      ("_embed",)),
-    ("chunk records, vector reuse", indexing._Run, ("embed",)),
+    ("chunk records, vector reuse", window_vectors.WindowVectors, ("window",)),
+    ("chunk records, vector reuse", indexing, ("chunk_records",)),
     ("store: write staged", VectorStore, ("write_chunks",)),
     ("store: publish", VectorStore, ("publish",)),
     ("store: retire", VectorStore, ("retire",)),
