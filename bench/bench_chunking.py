@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import find_corpus, machine
 
 from pipeline.chunking import chunk_document
+from pipeline.chunking.tokens import LengthFunction, TokenCounter, char_length
 from pipeline.document import Block, join_blocks
-from pipeline.tokens import LengthFunction, TokenCounter, char_length
 
 FILES = [
     "txt/gutenberg-war-and-peace.txt",

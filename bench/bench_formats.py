@@ -51,8 +51,8 @@ from pipeline.detect import detect  # noqa: E402
 from pipeline.errors import IngestError  # noqa: E402
 from pipeline.extract import extract  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
-from tests.pipeline.test_extract_epub import CONTAINER  # noqa: E402
-from tests.pipeline.test_extract_odt import build_odt  # noqa: E402
+from tests.pipeline.extract.test_epub import CONTAINER  # noqa: E402
+from tests.pipeline.extract.test_odt import build_odt  # noqa: E402
 
 FOLDERS = ("csv", "xlsx", "pptx", "eml", "odt", "epub")
 PROSE = "txt/gutenberg-war-and-peace.txt"

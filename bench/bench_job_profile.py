@@ -52,12 +52,15 @@ from _service_tools import code_version  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 from redis.lock import Lock  # noqa: E402
 
-from pipeline import chunking, extract, indexing, prepare, window_vectors  # noqa: E402
+from pipeline import extract, prepare  # noqa: E402
+from pipeline.chunking import sections  # noqa: E402
 from pipeline.embedders import batching, openai_compat  # noqa: E402
 from pipeline.extract import pdf  # noqa: E402
+from pipeline.indexing import run as indexing  # noqa: E402
+from pipeline.indexing import window_vectors  # noqa: E402
+from pipeline.ingest.runner import run_job  # noqa: E402
 from pipeline.isolation import wire  # noqa: E402
 from pipeline.isolation.wire import CHUNK_BATCH  # noqa: E402
-from pipeline.jobs.runner import run_job  # noqa: E402
 from pipeline.jobs.state import JobSpec, JobStore  # noqa: E402
 from pipeline.metadata import CONTENT_KEYS, TextTally  # noqa: E402
 from pipeline.services import Services  # noqa: E402
@@ -84,7 +87,7 @@ WATCHED: tuple[tuple[str, object, tuple[str, ...]], ...] = (
                          "clean_lines", "page_blocks", "fill_metadata")),
     ("metadata (joined text, language)", prepare, ("file_metadata", "content_metadata")),
     ("metadata (joined text, language)", TextTally, ("add",)),
-    ("chunking", chunking._HeldBlocks, ("split",)),
+    ("chunking", sections._HeldBlocks, ("split",)),
     ("text hashes", window_vectors, ("text_hash",)),
     ("keyword (sparse) vectors", window_vectors, ("encode_document",)),
     ("embedding client: token counting", batching.TokenCounter, ("pieces",)),

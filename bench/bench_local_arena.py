@@ -7,7 +7,7 @@ Each variant runs in a fresh child process: it builds an onnxruntime session of 
 all-MiniLM-L6-v2 int8 model with 2 intra-op threads, then embeds the document's chunks (from
 `prepare_document`, default settings) the way `LocalEmbedder` does (sorted by token count,
 batched, padded to each batch's longest, mean pooling, L2 norm), in calls of 64 chunks as
-`pipeline/indexing.py` slices them. It reports the process's peak RSS (VmHWM), its RSS once
+`pipeline/indexing/run.py` slices them. It reports the process's peak RSS (VmHWM), its RSS once
 done, CPU time per chunk, and the largest absolute difference from the first variant's
 vectors. Variants (`VARIANTS`):
 
@@ -126,10 +126,10 @@ def child(variant: dict[str, Any], ids: list[list[int]], out: Path) -> dict[str,
 def token_ids(document: Path, limit: int) -> list[list[int]]:
     from tokenizers import Tokenizer
 
+    from pipeline.chunking.tokens import DEFAULT_TOKENIZER_PATH
     from pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH
     from pipeline.prepare import prepare_document
     from pipeline.settings import Settings
-    from pipeline.tokens import DEFAULT_TOKENIZER_PATH
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp))

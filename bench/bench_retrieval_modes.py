@@ -47,7 +47,7 @@ from _common import evaluate, find_corpus, machine
 
 from pipeline.embedders.base import EmbeddingConfig, QueryCache
 from pipeline.embedders.local import LocalEmbedder
-from pipeline.search import SearchMode, SearchRequest, candidate_limit, search
+from pipeline.search.query import SearchMode, SearchRequest, candidate_limit, search
 from pipeline.settings import Settings
 from pipeline.sparse import AVG_LEN, analyze, encode_document, encode_query
 from pipeline.store import (
@@ -210,7 +210,7 @@ def fused(lists: Candidates, score: Fusion) -> dict[str, list[str]]:
 
 
 def rrf(k: float, dense_weight: float = 1.0) -> Fusion:
-    """RRF as pipeline.search fuses, with weights dense_weight and 2 - dense_weight."""
+    """RRF as pipeline.search.query fuses, with weights dense_weight and 2 - dense_weight."""
 
     def score(dense: int | None, keyword: int | None) -> float:
         total = 0.0

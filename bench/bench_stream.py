@@ -105,7 +105,7 @@ def drive(document: Path, base_url: str, work: Path) -> None:
 
     import pipeline
     from pipeline import metrics
-    from pipeline.jobs.runner import run_job
+    from pipeline.ingest.runner import run_job
     from pipeline.jobs.state import JobSpec
     from pipeline.services import Services
     from pipeline.settings import Settings

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from pipeline.chunking import Chunk, ChunkingSpec, iter_chunks
+from pipeline.chunking.tokens import length_function_for
 from pipeline.detect import detect
 from pipeline.document import Block, Detection, ExtractedDocument, PageReporter, join_blocks
 from pipeline.extract import extract_stream
 from pipeline.extract.ocr import OcrPageHook, OcrRecord
 from pipeline.metadata import TextTally, content_metadata, file_metadata
 from pipeline.settings import Settings
-from pipeline.tokens import length_function_for
 
 
 class Prepared(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pipeline.jobs.sweep import InBroker
+from pipeline.ingest.sweep import InBroker
 from pipeline.keys import INGEST_QUEUE
 from pipeline.services import Services
 from workers.app import broker_prefix

@@ -9,8 +9,8 @@ from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
-from pipeline.jobs.runner import RetryJob, run_job
-from pipeline.jobs.sweep import sweep
+from pipeline.ingest.runner import RetryJob, run_job
+from pipeline.ingest.sweep import sweep
 from pipeline.keys import HOUSEKEEPING_TASK, INGEST_QUEUE, INGEST_TASK
 from workers import context
 from workers.broker import job_ids_in_broker

@@ -42,10 +42,10 @@ import onnxruntime as ort
 from tokenizers import Encoding, Tokenizer
 
 from pipeline import metrics
+from pipeline.chunking.tokens import DEFAULT_TOKENIZER_PATH
 from pipeline.embedders.artifacts import LOCAL_MODEL, read_verified
 from pipeline.embedders.base import COUNTERS, ProgressCallback
 from pipeline.errors import EmbeddingFailed
-from pipeline.tokens import DEFAULT_TOKENIZER_PATH
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_ALIASES = frozenset({MODEL_NAME, "sentence-transformers/all-MiniLM-L6-v2"})
@@ -143,7 +143,7 @@ def _load_runtime(model_file: Path, threads: int, max_seq_length: int) -> _Runti
     output = session.get_outputs()[0]
     pooled = len(output.shape) == 2  # (batch, dim): sentence embedding; else last_hidden_state
 
-    # A tokenizer of our own: the shared one in pipeline.tokens must stay untruncated. The
+    # A tokenizer of our own: the shared one in pipeline.chunking.tokens must stay untruncated. The
     # file itself asks for truncation and padding to 128; padding is done per batch below.
     tokenizer = Tokenizer.from_file(str(DEFAULT_TOKENIZER_PATH))
     tokenizer.no_padding()

@@ -9,11 +9,11 @@ from __future__ import annotations
 import csv
 import io
 
+from pipeline.detect.sniff import csv_dialect
 from pipeline.document import DocumentFormat, ExtractedDocument
 from pipeline.errors import CorruptDocument
 from pipeline.extract.records import RowRenderer
 from pipeline.extract.text import decode_document
-from pipeline.sniff import csv_dialect
 
 _DIALECT_NAMES = {",": "comma", ";": "semicolon", "\t": "tab"}
 

@@ -27,9 +27,9 @@ from textwrap import dedent
 import bs4
 from bs4 import BeautifulSoup, CData, NavigableString, Tag
 
+from pipeline.detect.textcodec import decode_text
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
 from pipeline.errors import CorruptDocument, UnsupportedFormat
-from pipeline.textcodec import decode_text
 
 # Legacy labels → the superset browsers decode them with (WHATWG Encoding, "Encodings" table).
 _SUPERSETS = {

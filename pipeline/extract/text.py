@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import re
 
+from pipeline.detect.textcodec import decode_text
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
 from pipeline.errors import UnsupportedFormat
-from pipeline.textcodec import decode_text
 
 _NEWLINES = re.compile(r"\r\n?|\u2028|\x85")
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t\v]*\n)+")

@@ -22,7 +22,7 @@ BOOL_KEYS = "metadata_bool_keys"
 """Payload key listing the user metadata keys whose values were booleans.
 
 qdrant-edge-py 0.9 turns `MatchValue(True)` into the integer 1, so a boolean payload value can
-never be matched (tests/pipeline/test_edge_contract.py shows it, and fails once it is fixed).
+never be matched (tests/pipeline/store/test_edge_contract.py shows it, and fails once it is fixed).
 Until then the Edge engine stores boolean metadata as 0/1, names those keys here, and turns
 them back into booleans when it reads payloads; filters on them match 0/1.
 """

@@ -109,7 +109,7 @@ def assert_streamed_alike(data: bytes, filename: str, settings: Settings) -> Non
 
 
 def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> None:
-    from pipeline.tokens import length_function_for
+    from pipeline.chunking.tokens import length_function_for
 
     path = CORPUS_DIR / "txt" / "rfc6455-websocket.txt"
     config = ChunkingSpec(chunk_size=256, chunk_overlap=32, unit=ChunkUnit.TOKENS)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.jobs.runner import RetryJob, run_job
+from pipeline.ingest.runner import RetryJob, run_job
 from pipeline.keys import INGEST_QUEUE
 from pipeline.search import SearchRequest, search
 from pipeline.settings import Settings

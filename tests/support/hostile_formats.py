@@ -9,10 +9,10 @@ import re
 
 import openpyxl
 
-from tests.pipeline.test_extract_eml import nested_message
-from tests.pipeline.test_extract_epub import build_epub
-from tests.pipeline.test_extract_pptx import build_deck
-from tests.pipeline.test_extract_xlsx import build_xlsx, rewrite_member
+from tests.pipeline.extract.test_eml import nested_message
+from tests.pipeline.extract.test_epub import build_epub
+from tests.pipeline.extract.test_pptx import build_deck
+from tests.pipeline.extract.test_xlsx import build_xlsx, rewrite_member
 from tests.support.hostile_files import with_zip_bomb
 
 FULL_GRID = "A1:XFD1048576"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from pipeline.jobs.sweep import InBroker
+from pipeline.ingest.sweep import InBroker
 from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE, JobStatus
 from pipeline.services import Services
 from tests.support.embedding_server import FakeEmbeddingServer

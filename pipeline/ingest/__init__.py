@@ -1,0 +1,1 @@
+"""Ingesting a file: the one sequence the facade and the job runner share, the runner, the sweep."""
