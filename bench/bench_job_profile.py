@@ -53,16 +53,16 @@ from pydantic import SecretStr  # noqa: E402
 from redis.lock import Lock  # noqa: E402
 
 from pipeline import extract, prepare  # noqa: E402
-from pipeline.chunking import sections  # noqa: E402
+from pipeline.chunking import ChunkingSpec, sections  # noqa: E402
 from pipeline.embedders import batching, openai_compat  # noqa: E402
 from pipeline.extract import pdf  # noqa: E402
 from pipeline.indexing import run as indexing  # noqa: E402
 from pipeline.indexing import window_vectors  # noqa: E402
 from pipeline.ingest.runner import run_job  # noqa: E402
 from pipeline.isolation import wire  # noqa: E402
-from pipeline.isolation.wire import CHUNK_BATCH  # noqa: E402
 from pipeline.jobs.state import JobSpec, JobStore  # noqa: E402
 from pipeline.metadata import CONTENT_KEYS, TextTally  # noqa: E402
+from pipeline.prepare import CHUNK_BATCH  # noqa: E402
 from pipeline.services import Services  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.store.fencing import DocumentFence  # noqa: E402
@@ -203,7 +203,12 @@ def run_one(services: Services, path: Path, *, exclude: set[int]) -> tuple[int, 
 def wire_seconds(path: Path, settings: Settings) -> float:
     """CPU seconds to encode the prepared result as the child does (a header, batches of
     chunks, a summary) and decode it here."""
-    prepared = prepare.prepare_document(path.read_bytes(), filename=path.name, settings=settings)
+    prepared = prepare.prepare_document(
+        path.read_bytes(),
+        filename=path.name,
+        settings=settings,
+        chunking=ChunkingSpec.from_settings(settings),
+    )
     chunks, metadata = prepared.chunks, prepared.metadata
     started = time.process_time()
     content = {key: metadata[key] for key in CONTENT_KEYS}

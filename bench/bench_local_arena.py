@@ -126,6 +126,7 @@ def child(variant: dict[str, Any], ids: list[list[int]], out: Path) -> dict[str,
 def token_ids(document: Path, limit: int) -> list[list[int]]:
     from tokenizers import Tokenizer
 
+    from pipeline.chunking import ChunkingSpec
     from pipeline.chunking.tokens import DEFAULT_TOKENIZER_PATH
     from pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH
     from pipeline.prepare import prepare_document
@@ -134,7 +135,12 @@ def token_ids(document: Path, limit: int) -> list[list[int]]:
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp))
         data = document.read_bytes()
-        prepared = prepare_document(data, filename=document.name, settings=settings)
+        prepared = prepare_document(
+            data,
+            filename=document.name,
+            settings=settings,
+            chunking=ChunkingSpec.from_settings(settings),
+        )
     texts = [chunk.text for chunk in prepared.chunks][: limit or None]
     tokenizer = Tokenizer.from_file(str(DEFAULT_TOKENIZER_PATH))  # as LocalEmbedder sets it up
     tokenizer.no_padding()

@@ -108,6 +108,7 @@ def short_commit(ref: str) -> str:
 
 def worker(mode: str, paths: list[Path], vectors_out: Path | None) -> dict[str, Any]:
     """Run in a child whose `sys.path` starts with the tree under test."""
+    from pipeline.chunking import ChunkingSpec
     from pipeline.embedders.local import LocalEmbedder
     from pipeline.prepare import prepare_document
     from pipeline.settings import Settings
@@ -120,7 +121,12 @@ def worker(mode: str, paths: list[Path], vectors_out: Path | None) -> dict[str, 
         chunks, embedded, vectors = 0, 0, []
         for path in paths:
             started_cpu, started = time.process_time(), time.perf_counter()
-            prepared = prepare_document(path.read_bytes(), filename=path.name, settings=settings)
+            prepared = prepare_document(
+                path.read_bytes(),
+                filename=path.name,
+                settings=settings,
+                chunking=ChunkingSpec.from_settings(settings),
+            )
             texts = [chunk.text for chunk in prepared.chunks]
             chunks += len(texts)
             if mode == "distinct":

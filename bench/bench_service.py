@@ -67,6 +67,7 @@ from _service_tools import (  # noqa: E402
     wait_until_quiet,
 )
 
+from pipeline.chunking import ChunkingSpec  # noqa: E402
 from pipeline.embedders.local import LocalEmbedder  # noqa: E402
 from pipeline.prepare import prepare_document  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
@@ -249,7 +250,12 @@ def measure_naive(paths: list[Path], settings: Settings) -> dict[str, Any]:
     cpu, started = time.process_time(), time.perf_counter()
     chunks = 0
     for path in paths:
-        prepared = prepare_document(path.read_bytes(), filename=path.name, settings=settings)
+        prepared = prepare_document(
+            path.read_bytes(),
+            filename=path.name,
+            settings=settings,
+            chunking=ChunkingSpec.from_settings(settings),
+        )
         for chunk in prepared.chunks:
             embedder.embed_documents([chunk.text])
         chunks += len(prepared.chunks)

@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO))
 from _common import find_corpus, machine  # noqa: E402
 from _service_tools import code_version, settle, tree_cpu_seconds, upload  # noqa: E402
 
+from pipeline.chunking import ChunkingSpec  # noqa: E402
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder  # noqa: E402
 from pipeline.prepare import prepare_document  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
@@ -134,7 +135,12 @@ def measure_naive(paths: list[Path], *, latency: float) -> Measured:
         embedder = OpenAICompatibleEmbedder(client=client, model=EMBEDDING_MODEL)
         cpu, started = time.process_time(), time.perf_counter()
         for path in paths:
-            prepared = prepare_document(path.read_bytes(), filename=path.name, settings=settings)
+            prepared = prepare_document(
+                path.read_bytes(),
+                filename=path.name,
+                settings=settings,
+                chunking=ChunkingSpec.from_settings(settings),
+            )
             for chunk in prepared.chunks:
                 embedder.embed_documents([chunk.text])
             measured.chunks += len(prepared.chunks)

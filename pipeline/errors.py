@@ -1,7 +1,8 @@
 """The exception tree every stage raises; only `api/errors.py` maps it to HTTP.
 
     IngestError                       code: str, message: str
-    ├── PermanentError                retrying cannot help; the job fails with `code`
+    ├── PermanentError                the document or the index's set-up is at fault:
+    │   │                             retrying gives the same answer; the job fails with `code`
     │   ├── EmptyDocument             empty_document
     │   ├── UnsupportedFormat         unsupported_format
     │   ├── EncryptedDocument         encrypted_document
@@ -10,14 +11,14 @@
     │   ├── DocumentTooLarge          document_too_large
     │   ├── ExtractionTimeout         timeout (parsing ran past its CPU or wall-clock limit)
     │   ├── InvalidMetadata           invalid_metadata
-    │   ├── EmbeddingFailed           embedding_failed
+    │   └── EmbeddingFailed           embedding_failed
+    ├── RequestError                  the request cannot be served as asked (a 4xx); raised
+    │   │                             in a job too (its index deleted meanwhile), it fails it
     │   ├── InvalidIndexName          invalid_index_name
     │   ├── IndexConflict             index_conflict
     │   ├── IndexNotFound             index_not_found
     │   ├── DocumentNotFound          document_not_found
     │   ├── InvalidFilter             invalid_filter
-    │   ├── Superseded                superseded
-    │   ├── Cancelled                 cancelled
     │   ├── UploadTooLarge            upload_too_large
     │   ├── InvalidUpload             invalid_upload
     │   ├── JobNotFound               job_not_found
@@ -34,30 +35,47 @@
         ├── StoreLocked               store_locked (another process holds the embedded store)
         └── DocumentBusy              document_busy
 
+    ControlSignal                     not an error: a job stopping on purpose, index as it was
+    ├── Cancelled                     cancelled (the job ends `cancelled`)
+    └── Superseded                    superseded (a newer upload of the document won)
+
+The branches are disjoint, so an `except` chain over them does not depend on its order.
 Third-party exceptions are translated once, where they are raised, with `raise ... from exc`.
 """
 
 from __future__ import annotations
 
 
-class IngestError(Exception):
-    """Base of every docingest error; `code` is stable and part of the API."""
+class _Coded(Exception):
+    """An exception with a stable `code` (part of the API) and a message for people."""
 
-    code: str = "ingest_error"
+    code: str = "error"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
     def to_dict(self) -> dict[str, str]:
-        """Return the error in the contract's `{"code", "message"}` shape."""
+        """Return it in the contract's `{"code", "message"}` shape."""
         return {"code": self.code, "message": self.message}
+
+
+class IngestError(_Coded):
+    """Base of every docingest error; `code` is stable and part of the API."""
+
+    code = "ingest_error"
 
 
 class PermanentError(IngestError):
     """The input or configuration is at fault; retrying gives the same answer."""
 
     code = "permanent_error"
+
+
+class RequestError(IngestError):
+    """The request names what does not exist or is not allowed, or is malformed."""
+
+    code = "request_error"
 
 
 class TransientError(IngestError):
@@ -104,90 +122,72 @@ class EmbeddingFailed(PermanentError):
     code = "embedding_failed"
 
 
-class InvalidIndexName(PermanentError):
+class InvalidIndexName(RequestError):
     code = "invalid_index_name"
 
 
-class IndexConflict(PermanentError):
+class IndexConflict(RequestError):
     """The index exists with other embedding or chunking settings."""
 
     code = "index_conflict"
 
 
-class IndexNotFound(PermanentError):
+class IndexNotFound(RequestError):
     code = "index_not_found"
 
 
-class DocumentNotFound(PermanentError):
+class DocumentNotFound(RequestError):
     code = "document_not_found"
 
 
-class InvalidFilter(PermanentError):
+class InvalidFilter(RequestError):
     code = "invalid_filter"
+
+
+class UploadTooLarge(RequestError):
+    """The upload's file (or its whole body) is larger than the configured limit."""
+
+    code = "upload_too_large"
+
+
+class InvalidUpload(RequestError):
+    """The upload is not a well-formed multipart form with one `file` part within its bounds."""
+
+    code = "invalid_upload"
+
+
+class JobNotFound(RequestError):
+    code = "job_not_found"
+
+
+class JobStateConflict(RequestError):
+    """The job is in a state the request cannot apply to (cancel a finished job, ...)."""
+
+    code = "job_state_conflict"
+
+
+class StoreNotHere(RequestError):
+    """The embedded store is owned by another process (the worker); this one cannot read it."""
+
+    code = "store_not_here"
+
+
+class Unauthorized(RequestError):
+    """No API key, or an unknown one."""
+
+    code = "unauthorized"
+
+
+class Forbidden(RequestError):
+    """The API key is valid but not for this index."""
+
+    code = "forbidden"
 
 
 class StoreLocked(TransientError):
     """The embedded store's directory is held by another process."""
 
     code = "store_locked"
-
-
-class Superseded(PermanentError):
-    """A newer upload of the document was handed out while this attempt ran."""
-
-    code = "superseded"
-
-    def __init__(
-        self, message: str = "A newer upload of this document exists; this attempt was dropped."
-    ) -> None:
-        super().__init__(message)
-
-
-class Cancelled(PermanentError):
-    code = "cancelled"
-
-    def __init__(self, message: str = "The job was cancelled; the index is as it was.") -> None:
-        super().__init__(message)
-
-
-class UploadTooLarge(PermanentError):
-    """The upload's file (or its whole body) is larger than the configured limit."""
-
-    code = "upload_too_large"
-
-
-class InvalidUpload(PermanentError):
-    """The upload is not a well-formed multipart form with one `file` part within its bounds."""
-
-    code = "invalid_upload"
-
-
-class JobNotFound(PermanentError):
-    code = "job_not_found"
-
-
-class JobStateConflict(PermanentError):
-    """The job is in a state the request cannot apply to (cancel a finished job, ...)."""
-
-    code = "job_state_conflict"
-
-
-class StoreNotHere(PermanentError):
-    """The embedded store is owned by another process (the worker); this one cannot read it."""
-
-    code = "store_not_here"
-
-
-class Unauthorized(PermanentError):
-    """No API key, or an unknown one."""
-
-    code = "unauthorized"
-
-
-class Forbidden(PermanentError):
-    """The API key is valid but not for this index."""
-
-    code = "forbidden"
 
 
 class ProviderRateLimited(TransientError):
@@ -218,3 +218,28 @@ class DocumentBusy(TransientError):
     """Another attempt holds the document's store lock (see `pipeline.store.fencing`)."""
 
     code = "document_busy"
+
+
+class ControlSignal(_Coded):
+    """A job stops on purpose (cancelled, or superseded by a newer upload): not an error, and
+    no `except IngestError` catches it."""
+
+    code = "control_signal"
+
+
+class Superseded(ControlSignal):
+    """A newer upload of the document was handed out while this attempt ran."""
+
+    code = "superseded"
+
+    def __init__(
+        self, message: str = "A newer upload of this document exists; this attempt was dropped."
+    ) -> None:
+        super().__init__(message)
+
+
+class Cancelled(ControlSignal):
+    code = "cancelled"
+
+    def __init__(self, message: str = "The job was cancelled; the index is as it was.") -> None:
+        super().__init__(message)

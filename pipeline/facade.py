@@ -1,7 +1,7 @@
 """`Pipeline`: the whole pipeline in one process, without the service or its queue.
 
 What the worker does for an upload (prepare in a limited child, embed, store as a new version
-of the document, retire the old one) and what the API does for a search, behind three calls.
+of the document, retire the old one) and what the API does for a search, behind a few calls.
 Redis must answer at `settings.redis_url`: it hands out the document versions that make
 re-ingesting safe. The store is the embedded Qdrant Edge store in `settings.data_dir`, or the
 Qdrant server at `settings.qdrant_url`; the embedded store allows one process per directory, so
@@ -14,9 +14,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pipeline.indexing import IndexRequest, IndexResult, index_document
-from pipeline.isolation.parent import open_prepared
-from pipeline.redis_errors import map_redis_errors
+from pipeline.indexing import IndexResult
+from pipeline.ingest.file import IngestRequest, ingest_file
 from pipeline.search import SearchRequest, SearchResponse
 from pipeline.services import Services
 from pipeline.settings import Settings, get_settings
@@ -46,29 +45,21 @@ class Pipeline:
 
         Unchanged content is not embedded again. Raises a `PermanentError` for a bad file.
         """
-        services, path = self._services, Path(path)
-        document_id = document_id or path.name
-        config = services.ensure_index(index)
-        settings = services.settings
-        with open_prepared(
-            path, filename=path.name, settings=settings, chunking=config.chunking
-        ) as prepared:
-            request = IndexRequest(
-                prepared,
-                index=index,
-                document_id=document_id,
-                version=services.next_version(index, document_id),
-                user_metadata=metadata or {},
-                force=force,
-            )
-            with map_redis_errors():  # the fence's Redis calls, which the store phase makes
-                return index_document(
-                    request,
-                    store=services.store,
-                    embedder=services.embedder_for(config.embedding),
-                    fence=services.fence,
-                    window=settings.indexing_window_chunks,
-                )
+        path = Path(path)
+        request = IngestRequest(
+            path,
+            index=index,
+            document_id=document_id or path.name,
+            filename=path.name,
+            user_metadata=metadata or {},
+            force=force,
+        )
+        return ingest_file(self._services, request)
+
+    def delete(self, index: str, document_id: str) -> None:
+        """Delete every version of `document_id` from `index`; an ingest of it still under way
+        is superseded and drops its work. Raises `DocumentNotFound` if it is not there."""
+        self._services.delete_document(index, document_id)
 
     def search(self, index: str, query: str, **options: Any) -> SearchResponse:
         """Search `index` for `query`; `options` are `SearchRequest`'s (`top_k`, `mode`,

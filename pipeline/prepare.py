@@ -1,84 +1,130 @@
 """Run the CPU stages on one file: detect → extract → metadata → chunk.
 
-This is what a worker does before embedding, and what `docingest inspect` shows.
+One vocabulary for a document being prepared:
+
+- `PrepareRequest`: the file, its name, how to split it, who hears its progress;
+- `Preparer`: the stages run in this process, giving the document's `parts()` as they are
+  ready: a `Header` (the file's metadata), `Chunks` batches as sections are split, and a
+  `Summary` (the rest of the metadata and the count) once extraction has ended;
+- `PreparedStream`: what indexing reads, built from those parts, whichever process made
+  them (`pipeline.isolation.open_prepared` opens one, in the limited child or here);
+- `PreparedDocument` (`prepare_document`): the whole document with its blocks, for
+  `docingest inspect` and for Python callers that want everything at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any
 
 from pipeline.chunking import Chunk, ChunkingSpec, iter_chunks
 from pipeline.chunking.tokens import length_function_for
 from pipeline.detect import detect
 from pipeline.document import Block, Detection, ExtractedDocument, PageReporter, join_blocks
+from pipeline.errors import CorruptDocument
 from pipeline.extract import extract_stream
 from pipeline.extract.ocr import OcrPageHook, OcrRecord
-from pipeline.metadata import TextTally, content_metadata, file_metadata
+from pipeline.keys import JobStage
+from pipeline.metadata import CONTENT_KEYS, TextTally, content_metadata, file_metadata
 from pipeline.settings import Settings
 
+StageReporter = Callable[[JobStage], None]
+"""Hears "detecting", "extracting" and "chunking" as each begins."""
 
-class Prepared(Protocol):
-    """What indexing reads of a prepared document (in-process or from an isolated child)."""
-
-    @property
-    def chunks(self) -> list[Chunk]: ...
-
-    @property
-    def metadata(self) -> dict[str, Any]: ...
-
-
-@runtime_checkable
-class PreparedStream(Protocol):
-    """A prepared document whose chunks arrive in batches (from an isolated child).
-
-    `batches()` yields the chunks in order, in lists of bounded length, and may be iterated
-    once. Before the first batch, `metadata` holds at least `file_metadata` (name, format,
-    size, hash); `chunk_count` and the rest of the metadata (`CONTENT_KEYS`) may be known only
-    once the last batch is read, `chunk_count` being None until then; `metadata["ocr"]`
-    covers the pages of every chunk yielded so far.
-    """
-
-    @property
-    def metadata(self) -> dict[str, Any]: ...
-
-    @property
-    def chunk_count(self) -> int | None: ...
-
-    def batches(self) -> Iterator[list[Chunk]]: ...
+CHUNK_BATCH = 256
+"""Most chunks in one `Chunks` part: neither side of the parsing child's pipe ever encodes
+or decodes the whole document at once."""
 
 
 @dataclass(frozen=True, slots=True)
-class InMemoryStream:
-    """A `Prepared` document served as a `PreparedStream`, `batch` chunks at a time."""
+class PrepareRequest:
+    """One file to prepare, and who hears its progress."""
 
-    prepared: Prepared
-    batch: int = 256
+    path: Path
+    filename: str
+    chunking: ChunkingSpec
+    """The index's (`IndexConfig.chunking`); `Settings` holds the defaults of new indexes."""
+    content_type: str | None = None
+    on_stage: StageReporter | None = None
+    on_page: PageReporter | None = None
 
-    @property
-    def metadata(self) -> dict[str, Any]:
-        return self.prepared.metadata
 
-    @property
-    def chunk_count(self) -> int | None:
-        return len(self.prepared.chunks)
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The document's metadata known before extraction (`file_metadata`); its chunks follow,
+    then a `Summary`."""
+
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunks:
+    """The next batch of the document's chunks, in order, as they are split (while later
+    pages are still being extracted)."""
+
+    chunks: list[Chunk]
+    ocr: dict[str, Any] | None = None
+    """The pages OCR'd so far (`OcrRecord.as_extra`), which hold every chunk sent so far;
+    None when none was."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Once extraction has ended: the metadata known only then (`CONTENT_KEYS`) and how many
+    chunks the document has; the last section's chunks may follow it."""
+
+    metadata: dict[str, Any]
+    chunk_count: int
+
+
+Part = Header | Chunks | Summary
+
+
+class PreparedStream:
+    """A document being prepared, as indexing reads it: `metadata` holds the file's fields
+    (name, format, size, hash) from the start and the rest (`CONTENT_KEYS`) once extraction
+    has ended; `chunk_count` is None until then; `batches()` yields the chunks in order, may
+    be iterated once, and keeps `metadata["ocr"]` covering the pages of every chunk yielded.
+
+    Made from the parts after the `Header`, from this process (`Preparer.parts`) or from the
+    parsing child; a stream that breaks their order is a `CorruptDocument`.
+    """
+
+    def __init__(self, header: Header, rest: Iterator[Part]) -> None:
+        self.metadata: dict[str, Any] = dict(header.metadata)
+        self.chunk_count: int | None = None
+        self._rest = rest
 
     def batches(self) -> Iterator[list[Chunk]]:
-        chunks = self.prepared.chunks
-        for start in range(0, len(chunks), self.batch):
-            yield chunks[start : start + self.batch]
-
-
-def as_stream(prepared: Prepared | PreparedStream) -> PreparedStream:
-    """`prepared` as a `PreparedStream` (a whole document is served from memory)."""
-    if isinstance(prepared, PreparedStream):
-        return prepared
-    return InMemoryStream(prepared)
+        received, announced = 0, None
+        for part in self._rest:
+            if isinstance(part, Chunks):
+                received += len(part.chunks)
+                if announced is not None and received > announced:
+                    raise CorruptDocument(
+                        f"The parsing process sent more than the {announced} chunks it counted."
+                    )
+                if part.ocr is not None:  # the pages this batch's chunks may lie on
+                    self.metadata["ocr"] = part.ocr
+                yield part.chunks
+            elif isinstance(part, Summary) and announced is None:
+                self.metadata.update(part.metadata)
+                self.chunk_count = announced = part.chunk_count
+            else:
+                raise CorruptDocument("The parsing process sent the document out of order.")
+        if received != announced:
+            raise CorruptDocument(
+                f"The parsing process ended after {received} chunks of "
+                f"{'an uncounted number' if announced is None else announced}."
+            )
 
 
 @dataclass(frozen=True, slots=True)
 class PreparedDocument:
+    """A whole prepared document, its blocks and joined text included."""
+
     detection: Detection
     document: ExtractedDocument
     text: str
@@ -91,43 +137,39 @@ def prepare_document(
     *,
     filename: str,
     settings: Settings,
+    chunking: ChunkingSpec,
     content_type: str | None = None,
-    chunking: ChunkingSpec | None = None,
-    on_stage: Callable[[str], None] | None = None,
+    on_stage: StageReporter | None = None,
     on_page: PageReporter | None = None,
-    on_ocr_page: OcrPageHook | None = None,
 ) -> PreparedDocument:
-    """Detect, extract and chunk `data`; raise a `PermanentError` subclass on bad input.
-
-    `on_stage` hears "detecting", "extracting" and "chunking" as each begins; `on_ocr_page`
-    is called before each page is OCR'd. The same steps as the parsing child's
-    `stream_document`, run to the end, the blocks kept.
-    """
-    stream = stream_document(
+    """Detect, extract and chunk `data` in this process, whole; raise a `PermanentError`
+    subclass on bad input. The same steps as the parsing child's, run to the end, the blocks
+    kept."""
+    preparer = Preparer.start(
         data,
         filename=filename,
         settings=settings,
-        content_type=content_type,
         chunking=chunking,
+        content_type=content_type,
         on_stage=on_stage,
         on_page=on_page,
-        on_ocr_page=on_ocr_page,
         keep_blocks=True,
     )
-    chunks = list(stream.chunks())
-    document = stream.document
+    chunks = list(preparer.chunks())
+    document = preparer.document
     if document is None:
         raise RuntimeError("the document was not extracted to its end")
     text, _ = join_blocks(document.blocks)
-    return PreparedDocument(stream.detection, document, text, stream.metadata, chunks)
+    return PreparedDocument(preparer.detection, document, text, preparer.metadata, chunks)
 
 
-class DocumentStream:
-    """A document being prepared, for a caller that embeds chunks while later pages are still
-    being extracted: the file's metadata now, the chunks as `chunks()` extracts and splits
-    them (a section at a time, `iter_chunks`), the rest of the metadata once they are out.
+class Preparer:
+    """The stages run on one file in this process, for a caller that embeds chunks while
+    later pages are still being extracted: the file's metadata now, the chunks as `chunks()`
+    extracts and splits them (a section at a time, `iter_chunks`), the rest of the metadata
+    once they are out. `parts()` gives the same as the parts a `PreparedStream` is read from.
 
-    Made by `stream_document`; `chunks()` may be iterated once.
+    Made by `Preparer.start`, which detects the format; `chunks()` may be iterated once.
     """
 
     def __init__(
@@ -138,10 +180,10 @@ class DocumentStream:
         filename: str,
         settings: Settings,
         chunking: ChunkingSpec,
-        on_stage: Callable[[str], None],
+        on_stage: StageReporter,
         on_page: PageReporter | None,
         on_ocr_page: OcrPageHook | None,
-        keep_blocks: bool = False,
+        keep_blocks: bool,
     ) -> None:
         self.detection = detection
         self._data, self._settings = data, settings
@@ -162,6 +204,38 @@ class DocumentStream:
         `keep_blocks` (the parsing child does not hold them)."""
         self._kept: list[Block] | None = [] if keep_blocks else None
 
+    @classmethod
+    def start(
+        cls,
+        data: bytes,
+        *,
+        filename: str,
+        settings: Settings,
+        chunking: ChunkingSpec,
+        content_type: str | None = None,
+        on_stage: StageReporter | None = None,
+        on_page: PageReporter | None = None,
+        on_ocr_page: OcrPageHook | None = None,
+        keep_blocks: bool = False,
+    ) -> Preparer:
+        """Detect `data` now (raising its error); extract and chunk it as chunks are read.
+        `on_ocr_page` is called before each page is OCR'd; `keep_blocks` keeps the extracted
+        blocks in `document`."""
+        stage = on_stage or _ignore
+        stage(JobStage.DETECTING)
+        detection = detect(data, filename=filename, content_type=content_type)
+        return cls(
+            data,
+            detection,
+            filename=filename,
+            settings=settings,
+            chunking=chunking,
+            on_stage=stage,
+            on_page=on_page,
+            on_ocr_page=on_ocr_page,
+            keep_blocks=keep_blocks,
+        )
+
     def ocr(self) -> dict[str, Any] | None:
         """The pages OCR'd so far and their confidence (`OcrRecord.as_extra`), None if none:
         every chunk yielded so far lies on pages already read."""
@@ -179,9 +253,29 @@ class DocumentStream:
             self.chunk_count += 1
             yield chunk
 
+    def parts(self) -> Iterator[Part]:
+        """The document as parts: the `Header`, the chunks in batches of at most
+        `CHUNK_BATCH` as they are split, and the `Summary` as soon as extraction has ended,
+        before the last section's chunks, so a reader knows the total as early as it can."""
+        yield Header(metadata=dict(self.metadata))
+        chunks = self.chunks()
+        batch: list[Chunk] = []
+        for chunk in chunks:  # the reader's pace holds this back
+            batch.append(chunk)
+            if self.extracted:
+                break
+            if len(batch) == CHUNK_BATCH:
+                yield Chunks(batch, ocr=self.ocr())
+                batch = []
+        rest = [*batch, *chunks]
+        metadata = {key: self.metadata[key] for key in CONTENT_KEYS}
+        yield Summary(metadata=metadata, chunk_count=self.chunk_count)
+        for start in range(0, len(rest), CHUNK_BATCH):
+            yield Chunks(rest[start : start + CHUNK_BATCH], ocr=self.ocr())
+
     def _blocks(self) -> Iterator[Block]:
         """The extracted blocks one by one; then the content metadata, into `metadata`."""
-        self._on_stage("extracting")
+        self._on_stage(JobStage.EXTRACTING)
         stream = extract_stream(
             self._data,
             self.detection,
@@ -207,39 +301,25 @@ class DocumentStream:
         self.document = document
         self.metadata.update(content_metadata(document, text))
         self.extracted = True
-        self._on_stage("chunking")  # the last section is split after extraction ends
+        self._on_stage(JobStage.CHUNKING)  # the last section is split after extraction ends
 
 
-def stream_document(
-    data: bytes,
-    *,
-    filename: str,
-    settings: Settings,
-    content_type: str | None = None,
-    chunking: ChunkingSpec | None = None,
-    on_stage: Callable[[str], None] | None = None,
-    on_page: PageReporter | None = None,
-    on_ocr_page: OcrPageHook | None = None,
-    keep_blocks: bool = False,
-) -> DocumentStream:
-    """`prepare_document` as a `DocumentStream`: detect `data` now (raising its error), and
-    extract and chunk it as the chunks are read; `keep_blocks` keeps the extracted blocks in
-    `DocumentStream.document`."""
-    stage = on_stage or _ignore
-    stage("detecting")
-    detection = detect(data, filename=filename, content_type=content_type)
-    return DocumentStream(
-        data,
-        detection,
-        filename=filename,
+def prepare_here(request: PrepareRequest, *, settings: Settings) -> PreparedStream:
+    """`request` prepared in this process, as a stream (trusted input only: no limits)."""
+    preparer = Preparer.start(
+        request.path.read_bytes(),
+        filename=request.filename,
         settings=settings,
-        chunking=chunking or ChunkingSpec.from_settings(settings),
-        on_stage=stage,
-        on_page=on_page,
-        on_ocr_page=on_ocr_page,
-        keep_blocks=keep_blocks,
+        chunking=request.chunking,
+        content_type=request.content_type,
+        on_stage=request.on_stage,
+        on_page=request.on_page,
     )
+    parts = preparer.parts()
+    header = next(parts)
+    assert isinstance(header, Header)
+    return PreparedStream(header, parts)
 
 
-def _ignore(stage: str) -> None:
+def _ignore(stage: JobStage) -> None:
     return None

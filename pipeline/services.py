@@ -17,17 +17,19 @@ from redis import Redis
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
 from pipeline.embedders.registry import build_embedder
-from pipeline.errors import IndexNotFound, StoreNotHere
+from pipeline.errors import DocumentNotFound, IndexNotFound, StoreNotHere
 from pipeline.jobs.state import JobStore
 from pipeline.keys import Keys
 from pipeline.redis_errors import REDIS_DOWN
 from pipeline.search import SearchRequest, SearchResponse, search
 from pipeline.settings import Settings
 from pipeline.store import IndexConfig, VectorStore
-from pipeline.store.fencing import DocumentFence
+from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT, DocumentFence
 
 REDIS_SOCKET_TIMEOUT = 10.0
 """Seconds one Redis command may take before it counts as Redis being unavailable."""
+DELETE_LOCK_WAIT_SECONDS = 30.0
+"""How long a delete waits for a job that is storing the same document."""
 
 
 class Services:
@@ -106,6 +108,24 @@ class Services:
         go backwards when Redis has lost its counter)."""
         live = self.store.live_document(index, document_id)
         return self.fence.next_version(index, document_id, floor=live.version if live else 0)
+
+    def delete_document(self, index: str, document_id: str) -> None:
+        """Remove the document's chunks (every version); raise `DocumentNotFound` if none.
+
+        Under the document's store lock, a job still storing an older upload of it is
+        superseded first (its version is no longer the newest), so it cannot bring the
+        document back after the delete.
+        """
+        with self.fence.lock(
+            index,
+            document_id,
+            timeout=KEEP_ALIVE_TIMEOUT,
+            blocking_timeout=DELETE_LOCK_WAIT_SECONDS,
+            keep_alive=True,
+        ):
+            self.next_version(index, document_id)  # supersedes any attempt still storing
+            if not self.store.delete_document(index, document_id):
+                raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
 
     def search(self, index: str, request: SearchRequest) -> SearchResponse:
         """Run `request` against `index` with the embedder its config names."""

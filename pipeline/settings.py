@@ -49,6 +49,12 @@ class ApiKey(BaseModel):
         return bytes.fromhex(self.sha256)
 
 
+def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
+    """Refuse an overlap that is not smaller than the chunk (each chunk must move on)."""
+    if chunk_overlap >= chunk_size:
+        raise ValueError("chunk_overlap must be smaller than chunk_size")
+
+
 class Settings(BaseSettings):
     """Every knob of docingest. Build it with `get_settings()`; never at import time."""
 
@@ -297,8 +303,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_overlap(self) -> Settings:
-        if self.chunk_overlap >= self.chunk_size:
-            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        check_chunk_overlap(self.chunk_size, self.chunk_overlap)
         return self
 
     @model_validator(mode="after")

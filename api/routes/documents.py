@@ -14,18 +14,15 @@ from api.deps import AuthorizedIndex, ServicesDep, StateDep, StoreDep
 from api.enqueue import enqueue
 from api.upload import receive_upload
 from pipeline import metrics
-from pipeline.errors import DocumentNotFound, EmptyDocument, InvalidUpload
+from pipeline.errors import EmptyDocument, InvalidUpload
 from pipeline.jobs.job import JobSpec
 from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
 from pipeline.store import StoredDocument
-from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
 
 router = APIRouter(prefix="/v1/indexes/{index}/documents", tags=["documents"])
 
 MAX_DOCUMENT_ID_CHARS = 512
-DELETE_LOCK_WAIT_SECONDS = 30.0
-"""How long a delete waits for a job that is storing the same document."""
 
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {
@@ -147,20 +144,7 @@ def get_document(index: AuthorizedIndex, document_id: str, store: StoreDep) -> S
 
 @router.delete("/{document_id:path}", status_code=204)
 def delete_document(index: AuthorizedIndex, document_id: str, services: ServicesDep) -> Response:
-    """Remove the document's chunks (every version).
-
-    A job still storing an older upload of it is superseded first (its version is no longer
-    the newest), so it cannot bring the document back after the delete.
-    """
-    store = services.store
-    with services.fence.lock(
-        index,
-        document_id,
-        timeout=KEEP_ALIVE_TIMEOUT,
-        blocking_timeout=DELETE_LOCK_WAIT_SECONDS,
-        keep_alive=True,
-    ):
-        services.next_version(index, document_id)  # supersedes any attempt still storing
-        if not store.delete_document(index, document_id):
-            raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
+    """Remove the document's chunks (every version); a job still storing an older upload of
+    it is superseded first (`Services.delete_document`)."""
+    services.delete_document(index, document_id)
     return Response(status_code=204)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pipeline.settings import ChunkUnit, Settings
+from pipeline.settings import ChunkUnit, Settings, check_chunk_overlap
+
+_DEFAULTS = Settings.model_fields
+"""A part left out takes the default of the setting it mirrors: `Settings` holds them all."""
 
 
 class ChunkingSpec(BaseModel):
@@ -12,18 +15,18 @@ class ChunkingSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    chunk_size: int = Field(default=1000, gt=0)
-    chunk_overlap: int = Field(default=150, ge=0)
-    unit: ChunkUnit = ChunkUnit.CHARS
+    chunk_size: int = Field(default=_DEFAULTS["chunk_size"].default, gt=0)
+    chunk_overlap: int = Field(default=_DEFAULTS["chunk_overlap"].default, ge=0)
+    unit: ChunkUnit = _DEFAULTS["chunk_unit"].default
 
     @model_validator(mode="after")
     def _check_overlap(self) -> ChunkingSpec:
-        if self.chunk_overlap >= self.chunk_size:
-            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        check_chunk_overlap(self.chunk_size, self.chunk_overlap)
         return self
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ChunkingSpec:
+        """The spec of a new index under `settings`."""
         return cls(
             chunk_size=settings.chunk_size,
             chunk_overlap=settings.chunk_overlap,

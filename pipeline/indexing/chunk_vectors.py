@@ -11,7 +11,6 @@ import numpy as np
 
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder
-from pipeline.errors import Cancelled
 from pipeline.metadata import ocr_of_pages
 from pipeline.sparse import SparseTerms
 from pipeline.store import ChunkRecord, DocumentFields
@@ -33,15 +32,11 @@ def embed_missing(
     reusable: dict[str, np.ndarray],
     *,
     embedder: Embedder,
-    slice_size: int,
     on_progress: Callable[[int, int], None],
-    cancelled: Callable[[], bool],
 ) -> dict[str, np.ndarray]:
-    """Return text hash → vector for every chunk, embedding each missing text once.
-
-    Embeds `slice_size` texts per `embed_documents` call; `on_progress(done, total)` counts
-    chunks with a vector; raises `Cancelled` when `cancelled()` turns true between slices.
-    """
+    """Return text hash → vector for every chunk, embedding each missing text once, in one
+    `embed_documents` call (the embedder batches and parallelises it); `on_progress(done,
+    total)` counts chunks with a vector."""
     vectors = dict(reusable)
     missing: dict[str, str] = {}  # hash → text, first occurrence; repeated chunks embed once
     weight: dict[str, int] = {}  # chunks sharing each missing text
@@ -52,23 +47,21 @@ def embed_missing(
     total = len(chunks)
     done = total - sum(weight.values())
     on_progress(done, total)
+    if not missing:
+        return vectors
     todo = list(missing.items())
-    for start in range(0, len(todo), slice_size):
-        if cancelled():
-            raise Cancelled()
-        batch = todo[start : start + slice_size]
-        base = done
+    base = done
 
-        def report(count: int, base: int = base) -> None:
-            on_progress(base + count, total)  # ≤ the exact count below
+    def report(count: int) -> None:
+        on_progress(base + count, total)  # ≤ the exact count below
 
-        embedded = embedder.embed_documents([text for _, text in batch], on_progress=report)
-        if embedded.shape != (len(batch), embedder.dimensions):
-            raise ValueError(f"the embedder returned shape {embedded.shape} for {len(batch)}")
-        for (digest, _), vector in zip(batch, embedded, strict=True):
-            vectors[digest] = vector
-            done += weight[digest]
-        on_progress(done, total)
+    embedded = embedder.embed_documents([text for _, text in todo], on_progress=report)
+    if embedded.shape != (len(todo), embedder.dimensions):
+        raise ValueError(f"the embedder returned shape {embedded.shape} for {len(todo)}")
+    for (digest, _), vector in zip(todo, embedded, strict=True):
+        vectors[digest] = vector
+        done += weight[digest]
+    on_progress(done, total)
     return vectors
 
 

@@ -48,115 +48,40 @@ What needs the whole document, and where it comes from:
 The lock is held from the first window to `retire` (it used to be from the first write):
 a newer upload waiting for it is let in within one window, when this attempt sees it is
 stale and drops its points. `embedding` and `storing` overlap, so each stage's busy time
-is recorded in `docingest_stage_duration_seconds` here (`TIMED_STAGES`), not by the runner.
+is measured here and told to `IndexHooks.on_busy` (`pipeline.ingest.stage_clock` records it).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import numpy as np
 
-from pipeline import metrics
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder, check_embedder_matches
-from pipeline.errors import Cancelled, IndexNotFound, NoTextFound, PermanentError, Superseded
+from pipeline.errors import (
+    Cancelled,
+    ControlSignal,
+    IndexNotFound,
+    NoTextFound,
+    PermanentError,
+    RequestError,
+    Superseded,
+)
 from pipeline.indexing.chunk_vectors import chunk_records
+from pipeline.indexing.request import NO_HOOKS, IndexHooks, IndexRequest, IndexResult
 from pipeline.indexing.window_vectors import VectorLookup, WindowVectors
 from pipeline.indexing.writer import BackgroundWriter, HeldCount, windows
+from pipeline.keys import JobStage
 from pipeline.metadata import ocr_summary
-from pipeline.prepare import Prepared, PreparedStream, as_stream
+from pipeline.prepare import PreparedStream
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, StoredDocument, VectorStore
 from pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
 
-ProgressReporter = Callable[[str, int, int | None], None]
-"""Called with (stage, done, total): stage "embedding" or "storing", counts of chunks; total
-None while the document is still being extracted."""
-
-STEPS = ("check", "reuse", "embed", "write", "publish", "retire")
-EMBED_CONCURRENCY = 4
-"""Embedder batches per slice (`embed_missing`): cancellation is checked between slices."""
-WINDOW_CHUNKS = 1024
-"""Most chunks embedded (and then written) at once: `Settings.indexing_window_chunks`."""
 NO_CHUNKS = "The document has no text to index."
-TIMED_STAGES = ("embedding", "storing")
-"""Stages whose busy time `index_document` records itself (they overlap)."""
-
-
-@dataclass(frozen=True, slots=True)
-class IndexRequest:
-    """One prepared document to store as `version` of `document_id` in `index`."""
-
-    prepared: Prepared | PreparedStream
-    """The document: whole, or streamed from the parsing child."""
-    index: str
-    document_id: str
-    version: int
-    """From `DocumentFence.next_version`, floored at the store's live version."""
-    user_metadata: Mapping[str, Any] = field(default_factory=dict)
-    force: bool = False
-    """Re-embed every chunk and rewrite unchanged content (e.g. the model changed under the
-    same name)."""
-
-
-def _ignore(name: str) -> None:
-    return None
-
-
-def _ignore_progress(stage: str, done: int, total: int | None) -> None:
-    return None
-
-
-def _ignore_stored(done: int, total: int | None) -> None:
-    return None
-
-
-def _ignore_count(count: int) -> None:
-    return None
-
-
-def _never() -> bool:
-    return False
-
-
-@dataclass(frozen=True, slots=True)
-class IndexHooks:
-    """How a caller follows and steers one `index_document` run."""
-
-    on_progress: ProgressReporter = _ignore_progress
-    should_cancel: Callable[[], bool] = _never
-    """Polled between slices and before publishing; true → `Cancelled`, index as it was."""
-    on_step: Callable[[str], None] = _ignore
-    """Hears each of `STEPS` as it begins."""
-    on_stored: Callable[[int, int | None], None] = _ignore_stored
-    """Hears (done, total) as windows are written as staged, while the stage is still
-    "embedding" (later windows are being embedded); total as in `on_progress`."""
-    on_held: Callable[[int], None] = _ignore_count
-    """Hears how many chunks this run holds (taken from the document, not yet stored) at
-    every change: at most two windows and one batch of the parsing child's."""
-
-
-NO_HOOKS = IndexHooks()
-
-
-@dataclass(frozen=True, slots=True)
-class IndexResult:
-    """What a finished job reports (the contract's job `result`)."""
-
-    document_id: str
-    version: int
-    format: str | None
-    pages: int | None
-    words: int | None
-    chunks: int
-    chunks_reused: int
-    unchanged: bool
-    ocr_pages: int = 0
-    """Pages whose text came from OCR."""
 
 
 def index_document(
@@ -165,24 +90,20 @@ def index_document(
     store: VectorStore,
     embedder: Embedder,
     fence: DocumentFence,
+    window: int,
     hooks: IndexHooks = NO_HOOKS,
-    embed_slice: int | None = None,
-    window: int = WINDOW_CHUNKS,
     lock_timeout: float = KEEP_ALIVE_TIMEOUT,
 ) -> IndexResult:
     """Store `request.prepared` as its version of the document and retire every other one.
 
     Raises `Superseded` if a newer version was handed out meanwhile, `Cancelled` if
     `hooks.should_cancel()` turned true before publishing, and the stream's `PermanentError`
-    if the document fails part-way; in each case the index is as it was.
-    `embed_slice` is the number of texts per `embed_documents` call (default: the embedder's
-    `max_batch` times EMBED_CONCURRENCY); `window` the most chunks embedded and written at
-    once (no more than `embed_slice`). `lock_timeout` is the TTL of the document's store
-    lock, renewed while this attempt holds it (see `_Run.lock`).
+    if the document fails part-way; in each case the index is as it was. `window` is the
+    most chunks embedded (in one `embed_documents` call) and written at once
+    (`window_chunks`). `lock_timeout` is the TTL of the document's store lock, renewed while
+    this attempt holds it (see `_Run.lock`).
     """
-    document = as_stream(request.prepared)
-    if document.chunk_count == 0:
-        raise NoTextFound(NO_CHUNKS)
+    document = request.prepared
     run = _Run(request, document, store, fence, hooks, lock_timeout)
 
     hooks.on_step("check")
@@ -194,8 +115,7 @@ def index_document(
     reusable = run.reusable_vectors(live)
 
     hooks.on_step("embed")
-    size = min(window, embed_slice or embedder.max_batch * EMBED_CONCURRENCY)
-    embed = WindowVectors(config, embedder, size, reusable)
+    embed = WindowVectors(config, embedder, window, reusable)
     stats = run.stream_publish_retire(embed)  # the steps "write", "publish" and "retire"
     meta = document.metadata
     ocr = ocr_summary(meta.get("ocr"))
@@ -313,7 +233,7 @@ class _Run:
             writer = BackgroundWriter(write, name="store-write")
             try:
                 stats = self.write_windows(embed, writer, held)
-            except (Cancelled, Superseded, PermanentError) as stop:  # the writer is idle:
+            except (ControlSignal, PermanentError, RequestError) as stop:  # the writer is idle:
                 self.drop(stop)  # nothing lands after (a bad file fails the same way again)
             publish_started = time.perf_counter()
             step("publish")
@@ -326,8 +246,8 @@ class _Run:
             step("retire")
             store.retire(index, document_id, keep_version=version)
         storing = writer.busy_seconds + time.perf_counter() - publish_started
-        metrics.STAGE_SECONDS.labels("embedding").observe(stats.embedding_seconds)
-        metrics.STAGE_SECONDS.labels("storing").observe(storing)
+        self.hooks.on_busy(JobStage.EMBEDDING, stats.embedding_seconds)
+        self.hooks.on_busy(JobStage.STORING, storing)
         return stats
 
     def write_windows(
@@ -337,9 +257,9 @@ class _Run:
         progress, cancelled = self.hooks.on_progress, self.hooks.should_cancel
         document, stats = self.document, _Stats()
         fields = _document_fields(self.request, document)  # the file's; the rest at publish
-        progress("embedding", 0, document.chunk_count)
+        progress(JobStage.EMBEDDING, 0, document.chunk_count)
         with writer:
-            for window in windows(held.taking(self.document.batches()), embed.slice_size):
+            for window in windows(held.taking(self.document.batches()), embed.size):
                 if cancelled():  # raised, not dropped: a write may be in flight
                     raise Cancelled()
                 if not self.is_current():
@@ -355,8 +275,8 @@ class _Run:
                 raise NoTextFound(NO_CHUNKS)
             if document.chunk_count != total:
                 raise ValueError(f"the document counted {document.chunk_count} chunks, not {total}")
-            progress("storing", total - writer.in_flight, total)  # the last window's write
-        progress("storing", total, total)
+            progress(JobStage.STORING, total - writer.in_flight, total)  # the last write
+        progress(JobStage.STORING, total, total)
         return stats
 
     def records_for(
@@ -368,8 +288,7 @@ class _Run:
         window = embed.window(
             chunks,
             base=base,
-            on_progress=lambda done, _: progress("embedding", base + done, total),
-            cancelled=self.hooks.should_cancel,
+            on_progress=lambda done, _: progress(JobStage.EMBEDDING, base + done, total),
         )
         records = chunk_records(
             chunks,

@@ -5,8 +5,7 @@ A text repeated across a document (a DOCX's boilerplate, a form's field labels) 
 once while it stays among the run's recent vectors: the last REPEAT_CACHE_BYTES of vectors
 it used, least recently used out first. A repeat older than that is embedded again. Reading
 it back from this version's staged points instead cost more than embedding it with a fast
-embedder: on a 51 MB text made of one book repeated, the lookups made the job 1.76× slower
-(BENCHMARKS.md, "Extraction overlapping embedding").
+embedder (BENCHMARKS.md, "Extraction overlapping embedding").
 """
 
 from __future__ import annotations
@@ -48,8 +47,8 @@ class WindowVectors:
 
     config: IndexConfig
     embedder: Embedder
-    slice_size: int
-    """Texts per `embed_documents` call."""
+    size: int
+    """Most chunks in a window: the texts of one `embed_documents` call, at most."""
     reusable: VectorLookup
     recent: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
     """The vectors this run used last, by text hash, least recently used first."""
@@ -57,7 +56,7 @@ class WindowVectors:
     @property
     def capacity(self) -> int:
         """How many vectors `recent` keeps: REPEAT_CACHE_BYTES of them."""
-        return max(REPEAT_CACHE_BYTES // (4 * self.embedder.dimensions), self.slice_size)
+        return max(REPEAT_CACHE_BYTES // (4 * self.embedder.dimensions), self.size)
 
     def window(
         self,
@@ -65,10 +64,9 @@ class WindowVectors:
         *,
         base: int,
         on_progress: Callable[[int, int], None],
-        cancelled: Callable[[], bool],
     ) -> Window:
         """Sparse-encode `chunks` (the window after `base` chunks) and give each text a dense
-        vector; `on_progress` and `cancelled` as in `embed_missing`."""
+        vector; `on_progress` as in `embed_missing`."""
         hashes = [text_hash(chunk.text) for chunk in chunks]
         chunking = self.config.chunking
         avg_len = average_length(chunking.chunk_size, chunking.unit)
@@ -82,9 +80,7 @@ class WindowVectors:
             hashes,
             known,
             embedder=self.embedder,
-            slice_size=self.slice_size,
             on_progress=on_progress,
-            cancelled=cancelled,
         )
         for digest in hashes:
             recent[digest] = dense[digest]

@@ -9,14 +9,10 @@ the job, so a redelivered job rewrites the same deterministic points instead of 
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import random
-import threading
 import time
 from dataclasses import asdict
-from types import TracebackType
-from typing import Any
 
 from pipeline import log as log_context
 from pipeline import metrics
@@ -25,20 +21,16 @@ from pipeline.errors import (
     DependencyUnavailable,
     PermanentError,
     ProviderRateLimited,
+    RequestError,
+    Superseded,
     TransientError,
 )
-from pipeline.indexing.run import (
-    TIMED_STAGES,
-    IndexHooks,
-    IndexRequest,
-    IndexResult,
-    index_document,
-)
-from pipeline.isolation.parent import open_prepared
+from pipeline.indexing import IndexHooks, IndexResult
+from pipeline.ingest.file import IngestHooks, IngestRequest, ingest_file
+from pipeline.ingest.heartbeat import Heartbeat
+from pipeline.ingest.progress import JobProgress, LostJob
 from pipeline.jobs.job import JobWork
-from pipeline.jobs.state import JobStore, stage_progress
-from pipeline.keys import JobStage
-from pipeline.redis_errors import map_redis_errors
+from pipeline.jobs.state import JobStore
 from pipeline.services import Services
 
 log = logging.getLogger(__name__)
@@ -51,74 +43,6 @@ class RetryJob(Exception):  # not named ...Error: an instruction to the task, no
         super().__init__(f"retry in {countdown:.1f}s: {cause.code}: {cause.message}")
         self.countdown = countdown
         self.cause = cause
-
-
-class LostJob(Exception):
-    """This attempt no longer owns the job (re-queued by the sweep, or finished elsewhere)."""
-
-
-class Heartbeat:
-    """A thread that records every `interval` s that an attempt is alive, until closed, and
-    writes the progress posted to it (`post`), so the job never waits on Redis for it.
-
-    Posts that arrive while a write is under way are merged (the newest value of each field
-    wins) and go out together in the next write: a small upload's five or six progress
-    updates cost the job no round trip, and a large one's per-batch updates no more than one
-    at a time. Every write is also a heartbeat; one that finds the attempt no longer owns the
-    job sets `lost`. Closing writes what is still pending, so the job's last progress lands
-    before its outcome is recorded.
-    """
-
-    def __init__(self, jobs: JobStore, job_id: str, attempt: int, *, interval: float) -> None:
-        self._jobs, self._job_id, self._attempt = jobs, job_id, attempt
-        self._interval = interval
-        self._stop = threading.Event()
-        self._posted = threading.Event()
-        self._lock = threading.Lock()
-        self._pending: dict[str, Any] = {}
-        self.lost = False
-        self._thread = threading.Thread(
-            target=contextvars.copy_context().run,  # its log lines carry the job's fields
-            args=(self._run,),
-            name=f"heartbeat-{job_id}",
-            daemon=True,
-        )
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._posted.set()
-        self._thread.join(timeout=self._interval + 5)
-
-    def post(self, **fields: Any) -> None:
-        """Have `fields` (`JobStore.update`'s keyword arguments) written soon."""
-        with self._lock:
-            self._pending.update(fields)
-        self._posted.set()
-
-    def _run(self) -> None:
-        while not self.lost:
-            self._posted.wait(self._interval)
-            self._posted.clear()
-            stopping = self._stop.is_set()
-            with self._lock:
-                fields, self._pending = self._pending, {}
-            if fields or not stopping:
-                self._write(fields)
-            if stopping:
-                return
-
-    def _write(self, fields: dict[str, Any]) -> None:
-        try:
-            if not self._jobs.update(self._job_id, self._attempt, **fields):
-                self.lost = True
-        except DependencyUnavailable as exc:  # Redis blipped: the next write may pass
-            log.warning("heartbeat or progress of job %s not recorded: %s", self._job_id, exc)
 
 
 def retry_delay(attempt: int, error: TransientError, *, base: float, cap: float) -> float:
@@ -173,7 +97,7 @@ def _run_job(
             jobs.mark_cancelled(job_id, attempt)
             metrics.JOBS_FINISHED.labels("cancelled", "").inc()
             return "cancelled"
-        except PermanentError as exc:
+        except (Superseded, PermanentError, RequestError) as exc:
             return _fail(jobs, job_id, attempt, exc.to_dict())
         except TransientError as exc:
             if beat.lost:
@@ -223,70 +147,10 @@ def _lost(job_id: str) -> str:
     return "lost"
 
 
-class _Reporter:
-    """Turns stage and count callbacks into job updates, posted to the attempt's heartbeat
-    thread; raises `LostJob` once a write has found the job fenced."""
-
-    def __init__(self, beat: Heartbeat) -> None:
-        self._beat = beat
-        self._stage: JobStage | None = None
-        self._stage_started = time.perf_counter()
-
-    def update(self, *, stage: JobStage | None = None, **fields: Any) -> None:
-        if stage is not None and stage is not self._stage:
-            now = time.perf_counter()
-            self._observe(now)
-            self._stage, self._stage_started = stage, now
-        if self._beat.lost:
-            raise LostJob()
-        if stage is not None:
-            fields["stage"] = stage
-        self._beat.post(**fields)
-
-    def stage(self, name: str) -> None:
-        stage = JobStage(name)
-        self.update(stage=stage, progress=stage_progress(stage))
-
-    def page(self, done: int, total: int) -> None:
-        stage = JobStage.EXTRACTING
-        progress = stage_progress(stage, done, total)
-        self.update(stage=stage, progress=progress, pages_done=done, pages_total=total)
-
-    def chunks(self, name: str, done: int, total: int | None) -> None:
-        """Chunks embedded or stored; with no total yet (the parsing child is still reading
-        later pages), the counts only: stage and progress stay extraction's until it ends."""
-        stage = JobStage(name)
-        counts: dict[str, Any] = {
-            "chunks_embedded" if stage is JobStage.EMBEDDING else "chunks_done": done
-        }
-        if total is None:
-            self.update(**counts)
-            return
-        progress = stage_progress(stage, done, total)
-        self.update(stage=stage, progress=progress, chunks_total=total, **counts)
-
-    def stored(self, done: int, total: int | None) -> None:
-        """Chunks written (staged) while later ones are still being embedded."""
-        if total is None:
-            self.update(chunks_done=done)
-        else:
-            self.update(chunks_total=total, chunks_done=done)
-
-    def finish_stage(self) -> None:
-        self._observe(time.perf_counter())
-        self._stage = None
-
-    def _observe(self, now: float) -> None:
-        """Record the time spent in the stage ending now (indexing times its own stages,
-        which overlap)."""
-        if self._stage is not None and self._stage.value not in TIMED_STAGES:
-            metrics.STAGE_SECONDS.labels(self._stage.value).observe(now - self._stage_started)
-
-
 def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -> IndexResult:
     job = work.job
     jobs = services.jobs
-    report = _Reporter(beat)
+    progress = JobProgress(beat)
     path = services.staged_path(work.staged_name)
     if not path.is_file():
         raise DependencyUnavailable(
@@ -302,40 +166,25 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
         except DependencyUnavailable:
             return False
 
-    config = services.ensure_index(job.index)
-    with open_prepared(  # the child streams the chunks while they are embedded and stored
+    request = IngestRequest(
         path,
+        index=job.index,
+        document_id=job.document_id,
         filename=job.filename,
-        settings=services.settings,
         content_type=work.content_type,
-        chunking=config.chunking,
-        on_stage=report.stage,
-        on_page=report.page,
-    ) as prepared:
-        if should_cancel():
-            raise Cancelled()
-        embedder = services.embedder_for(config.embedding)
-        request = IndexRequest(
-            prepared,
-            index=job.index,
-            document_id=job.document_id,
-            version=_version(services, work, attempt),
-            user_metadata=dict(job.metadata),
-            force=job.force,
-        )
-        with map_redis_errors():  # the fence's Redis calls, which the store phase makes
-            result = index_document(
-                request,
-                store=services.store,
-                embedder=embedder,
-                fence=services.fence,
-                hooks=IndexHooks(
-                    on_progress=report.chunks, should_cancel=should_cancel, on_stored=report.stored
-                ),
-                window=services.settings.indexing_window_chunks,
-            )
-    report.finish_stage()
-    report.update(
+        user_metadata=job.metadata,
+        force=job.force,
+    )
+    hooks = IngestHooks(
+        on_stage=progress.stage,
+        on_page=progress.page,
+        index=IndexHooks(
+            on_progress=progress.chunks, should_cancel=should_cancel, on_stored=progress.stored
+        ),
+        version=lambda: _version(services, work, attempt),
+    )
+    result = ingest_file(services, request, hooks)
+    progress.update(
         chunks_total=result.chunks, chunks_embedded=result.chunks, chunks_done=result.chunks
     )
     return result

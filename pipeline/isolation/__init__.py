@@ -1,0 +1,1 @@
+"""Parsing untrusted files in a limited child: the parent, the fork server, their messages."""

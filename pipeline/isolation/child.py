@@ -19,23 +19,18 @@ import sys
 from typing import TYPE_CHECKING
 
 from pipeline.isolation.wire import (
-    CHUNK_BATCH,
-    Chunks,
     CpuGranted,
     Exited,
     Failed,
-    Header,
     Message,
     Page,
     ParseRequest,
     Stage,
     Started,
-    Summary,
     encode,
 )
 
 if TYPE_CHECKING:
-    from pipeline.chunking import Chunk
     from pipeline.settings import Settings
 
 PR_SET_PDEATHSIG = 1
@@ -85,7 +80,8 @@ def _error(error: Exception) -> Failed:
 @functools.lru_cache(maxsize=8)
 def _settings(serialized: str) -> Settings:
     """The extraction settings of a request (`json.dumps` of them, sorted), built once by the
-    server and inherited by its children: building `Settings` reads the environment, ~5 ms."""
+    server and inherited by its children: building `Settings` reads the environment, which
+    costs each upload time (BENCHMARKS.md, "Where one job's CPU goes, per chunk")."""
     from pipeline.settings import Settings
 
     return Settings(**json.loads(serialized))
@@ -96,45 +92,29 @@ def _settings_of(request: ParseRequest) -> Settings:
 
 
 def _parse(request: ParseRequest) -> None:
-    """Prepare one file and send the outcome (runs in the limited grandchild): the file's
-    metadata, the chunks in batches as they are split (while later pages are still being
-    read: the worker embeds them meanwhile), then the rest of the metadata."""
+    """Prepare one file and send the outcome (runs in the limited grandchild): the document's
+    parts (`Preparer.parts`: the file's metadata, the chunks in batches as they are split
+    while later pages are still being read, then the rest of the metadata), or its error."""
     from pathlib import Path
 
     from pipeline.chunking import ChunkingSpec
     from pipeline.errors import CorruptDocument, DocumentTooLarge, IngestError
-    from pipeline.metadata import CONTENT_KEYS
-    from pipeline.prepare import stream_document
+    from pipeline.prepare import Preparer
 
     try:
         settings = _settings_of(request)
-        document = stream_document(
+        preparer = Preparer.start(
             Path(request.path).read_bytes(),
             filename=request.filename,
             settings=settings,
-            content_type=request.content_type,
             chunking=ChunkingSpec(**request.chunking),
-            on_stage=lambda name: _send(Stage(name)),
+            content_type=request.content_type,
+            on_stage=lambda stage: _send(Stage(stage)),
             on_page=lambda done, total: _send(Page(done, total)),
             on_ocr_page=lambda: _grant_cpu(settings.ocr_cpu_seconds_per_page),
         )
-        _send(Header(metadata=document.metadata))
-        chunks = document.chunks()
-        batch: list[Chunk] = []
-        for chunk in chunks:  # sending blocks while the worker is busy
-            batch.append(chunk)
-            if document.extracted:
-                break
-            if len(batch) == CHUNK_BATCH:
-                _send(Chunks(batch, ocr=document.ocr()))
-                batch = []
-        # Extraction has ended and the last section is split: the summary (the count) goes
-        # before its chunks, so the worker knows the total as early as it can.
-        rest = [*batch, *chunks]
-        metadata = {key: document.metadata[key] for key in CONTENT_KEYS}
-        _send(Summary(metadata=metadata, chunk_count=document.chunk_count))
-        for start in range(0, len(rest), CHUNK_BATCH):
-            _send(Chunks(rest[start : start + CHUNK_BATCH], ocr=document.ocr()))
+        for part in preparer.parts():  # sending blocks while the worker is busy
+            _send(part)
     except IngestError as exc:
         _send(_error(exc))
     except MemoryError:
@@ -195,7 +175,8 @@ WARM_UP_SAMPLES = (
 )
 """Tiny documents parsed once in the server, so that what parsing initialises on first use
 is inherited by every child instead of redone in each: a non-UTF-8 text alone made
-charset_normalizer import some 80 codec modules, ~75 ms per upload."""
+charset_normalizer import some 80 codec modules (BENCHMARKS.md, "Where one job's CPU goes,
+per chunk")."""
 
 
 def _warm_up() -> None:
@@ -205,9 +186,10 @@ def _warm_up() -> None:
 
     from charset_normalizer.constant import IANA_SUPPORTED
 
+    from pipeline.chunking import ChunkingSpec
     from pipeline.extract.ocr import warm_up
     from pipeline.metadata import guess_language
-    from pipeline.prepare import stream_document
+    from pipeline.prepare import Preparer
     from pipeline.settings import Settings
 
     warm_up()
@@ -220,13 +202,18 @@ def _warm_up() -> None:
     settings = Settings(isolate_extraction=False)
     for filename, data in WARM_UP_SAMPLES:
         try:
-            document = stream_document(data, filename=filename, settings=settings)
-            for _ in document.chunks():
+            preparer = Preparer.start(
+                data,
+                filename=filename,
+                settings=settings,
+                chunking=ChunkingSpec.from_settings(settings),
+            )
+            for _ in preparer.chunks():
                 pass
         except Exception as exc:  # a warm-up never stops the server; the child pays instead
             sys.stderr.write(f"warm-up on {filename} failed: {exc!r}\n")
     # A child's first garbage collection would otherwise walk, and so copy, every object
-    # inherited from here (measured: +70 ms of CPU per upload on a 245 kB HTML page).
+    # inherited from here (BENCHMARKS.md, "Where one job's CPU goes, per chunk").
     gc.collect()
     gc.freeze()
 

@@ -18,11 +18,9 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol
 
-from pipeline.chunking import Chunk
 from pipeline.document import PageReporter
 from pipeline.errors import (
     CorruptDocument,
@@ -43,11 +41,15 @@ from pipeline.isolation.wire import (
     Summary,
     decode,
 )
+from pipeline.keys import JobStage
+from pipeline.prepare import Part, PreparedStream, StageReporter
 
 if TYPE_CHECKING:
     from pipeline.isolation.parent import Limits
 
 log = logging.getLogger(__name__)
+
+_STAGES = frozenset(JobStage)
 
 SETTLE_SECONDS = 10.0
 """How long `settle` waits for a killed grandchild's exit before giving the server up."""
@@ -61,20 +63,6 @@ class ServerOutput(Protocol):
     stderr_tail: deque[str]
 
 
-@dataclass(slots=True)
-class _Stream:
-    """The document being prepared: the file's metadata now, the chunks as `batches()` reads
-    them, the rest of the metadata and the chunk count once the child's summary is read
-    (when its extraction has ended)."""
-
-    metadata: dict[str, Any]
-    follower: Follower
-    chunk_count: int | None = None
-
-    def batches(self) -> Iterator[list[Chunk]]:
-        return self.follower.batches(self)
-
-
 class Follower:
     """One request's messages, read within its limits."""
 
@@ -83,7 +71,7 @@ class Follower:
         server: ServerOutput,
         limits: Limits,
         *,
-        on_stage: Callable[[str], None] | None,
+        on_stage: StageReporter | None,
         on_page: PageReporter | None,
     ) -> None:
         self._server, self._limits = server, limits
@@ -96,45 +84,26 @@ class Follower:
         self._dead = False
         self.exited = False
 
-    def stream(self) -> _Stream:
+    def stream(self) -> PreparedStream:
         """Wait for the document's header; raise the parse's error if it failed first."""
         message = self._next()
         if isinstance(message, Header):
-            return _Stream(message.metadata, self)
+            return PreparedStream(message, self._parts())
         if isinstance(message, Chunks | Summary):
             raise CorruptDocument("The parsing process sent chunks before the document.")
         raise self._failure(message)
 
-    def batches(self, stream: _Stream) -> Iterator[list[Chunk]]:
-        """Yield the chunk batches, completing `stream`'s metadata and count when the summary
-        comes; raise if the child fails, dies before its summary, or miscounts."""
-        received, announced = 0, None
+    def _parts(self) -> Iterator[Part]:
+        """The document's parts after its header, up to the child's exit; raise if the child
+        failed or died (`PreparedStream` checks their order and count)."""
         while True:
             message = self._next()
-            if isinstance(message, Chunks):
-                received += len(message.chunks)
-                if announced is not None and received > announced:
-                    raise CorruptDocument(
-                        f"The parsing process sent more than the {announced} chunks it counted."
-                    )
-                if message.ocr is not None:  # the pages this batch's chunks may lie on
-                    stream.metadata["ocr"] = message.ocr
-                yield message.chunks
-                continue
-            if isinstance(message, Summary) and announced is None:
-                stream.metadata.update(message.metadata)
-                stream.chunk_count = announced = message.chunk_count
-                continue
-            if isinstance(message, Header | Summary):
-                raise CorruptDocument("The parsing process sent the document out of order.")
-            if self._error is None and message.code == 0 and received == announced:
+            if not isinstance(message, Exited):
+                yield message
+            elif self._error is None and message.code == 0:
                 return
-            if self._error is None and message.code == 0:
-                raise CorruptDocument(
-                    f"The parsing process ended after {received} chunks of "
-                    f"{'an uncounted number' if announced is None else announced}."
-                )
-            raise self._failure(message)
+            else:
+                raise self._failure(message)
 
     def settle(self) -> bool:
         """Stop the grandchild if it still runs and read up to its exit; whether the server
@@ -183,8 +152,8 @@ class Follower:
             match decode(line):
                 case Started(pid):
                     self._grandchild = pid
-                case Stage(name) if self._on_stage is not None:
-                    self._on_stage(name)
+                case Stage(name) if self._on_stage is not None and name in _STAGES:
+                    self._on_stage(JobStage(name))
                 case Page(done, total) if self._on_page is not None:
                     self._on_page(done, total)
                 case CpuGranted(cpu_seconds):  # the child granted itself CPU time for OCR
@@ -241,7 +210,7 @@ def _death(
             "may be a decompression bomb, or split it into smaller files."
         )
     # PDFium aborts when an allocation fails: an abort after the child filled at least half
-    # its address space is that (a flate bomb peaked at 754 of 763 MiB), not a damaged file.
+    # its address space is that (RELIABILITY.md's flate bomb), not a damaged file.
     out_of_memory = returncode == -signal.SIGABRT and peak_rss >= limits.memory_bytes // 2
     if out_of_memory or (returncode is not None and returncode > 0 and "MemoryError" in stderr):
         return DocumentTooLarge(

@@ -22,10 +22,10 @@ A subprocess of our own rather than multiprocessing: it works the same under Cel
 children (whose daemonic processes may not start multiprocessing children), thread pools and
 any main module, and results come back as JSON lines (`pipeline.isolation.wire`), never as
 pickles a compromised parser could forge. A fork of the warm server costs milliseconds; a
-fresh interpreter per upload cost about 1.4 s of imports, which capped small uploads at
-~0.4 jobs/s (BENCHMARKS.md).
+fresh interpreter per upload spent most of a small job importing the parsers (BENCHMARKS.md,
+"Accepting uploads").
 
-The prepared document streams (`open_isolated`): the child sends its metadata and chunk
+The prepared document streams (`open_prepared`): the child sends its metadata and chunk
 count, then its chunks in batches that this side reads through a bounded queue only as the
 worker asks for them, so a long document never sits whole in the worker; `follow.Follower`
 reads one request's messages, and its wall-clock limit counts only the time spent waiting
@@ -46,23 +46,18 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from pipeline.chunking import Chunk, ChunkingSpec
-from pipeline.document import PageReporter
 from pipeline.isolation.follow import Follower
 from pipeline.isolation.wire import ParseRequest
+from pipeline.prepare import PreparedStream, PrepareRequest, prepare_here
 from pipeline.settings import Settings
-
-if TYPE_CHECKING:
-    from pipeline.prepare import Prepared, PreparedStream
 
 log = logging.getLogger(__name__)
 
 LINES_IN_FLIGHT = 4
 """Lines read ahead of the consumer: with the pipes' buffers, all the worker holds of a
-document it has not yet asked for (a few `wire.CHUNK_BATCH` batches)."""
+document it has not yet asked for (a few `pipeline.prepare.CHUNK_BATCH` batches)."""
 
 MIN_CPU_SECONDS = 60
 """CPU seconds any file gets, however small (interpreter start and imports take a few)."""
@@ -120,14 +115,6 @@ class Limits:
 
 def _wall_seconds(cpu_seconds: int, cap: float) -> float:
     return min(cap, 2.0 * cpu_seconds + 30.0)
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedChunks:
-    """What indexing needs of a prepared document: its chunks and automatic metadata."""
-
-    chunks: list[Chunk]
-    metadata: dict[str, Any]
 
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
@@ -239,85 +226,48 @@ atexit.register(_POOL.close)
 def start_fork_servers(count: int) -> None:
     """Start `count` fork servers now, one per job slot, rather than on the slots' first
     uploads: each takes seconds to import and warm the parsers, during which those uploads
-    would wait (measured: the first jobs of a load test ran for ~8 s instead of ~0.2 s)."""
+    would wait (BENCHMARKS.md, "Small jobs under load")."""
     _POOL.prestart(count)
 
 
 @contextmanager
-def open_isolated(
-    path: Path,
-    *,
-    filename: str,
-    settings: Settings,
-    content_type: str | None = None,
-    chunking: ChunkingSpec | None = None,
-    on_stage: Callable[[str], None] | None = None,
-    on_page: PageReporter | None = None,
-    limits: Limits | None = None,
+def open_prepared(
+    request: PrepareRequest, *, settings: Settings, limits: Limits | None = None
 ) -> Iterator[PreparedStream]:
-    """`prepare_document` of the file at `path` in a limited child, as a stream.
+    """The one way to open a document for indexing: prepared in a limited child process, or
+    in this one when `settings.isolate_extraction` is off (tests and trusted input only).
 
-    Enters once the child has prepared the file (raising its `IngestError` if it failed);
-    the chunks then come over the pipe as `batches()` asks for them, so this process holds
-    a few batches at a time, not the document. Leaving early (unchanged content, a cancel,
-    an error) kills the child; the fork server is kept for the next file.
+    Isolated, it enters once the child has sent the document's header (raising its
+    `IngestError` if it failed first); the chunks then come over the pipe as `batches()` asks
+    for them, so this process holds a few batches at a time, not the document. Leaving early
+    (unchanged content, a cancel, an error) kills the child; the fork server is kept for the
+    next file. `limits` default to `Limits.from_settings` for the file's size.
     """
+    if not settings.isolate_extraction:
+        yield prepare_here(request, settings=settings)
+        return
+    path = request.path
     limits = limits or Limits.from_settings(settings, size_bytes=path.stat().st_size)
-    chunking = chunking or ChunkingSpec.from_settings(settings)
-    request = ParseRequest(
+    parse = ParseRequest(
         path=str(path),
-        filename=filename,
-        content_type=content_type,
-        chunking=chunking.model_dump(mode="json"),
+        filename=request.filename,
+        content_type=request.content_type,
+        chunking=request.chunking.model_dump(mode="json"),
         settings=settings.model_dump(mode="json", include=set(CHILD_SETTINGS)),
         memory_bytes=limits.memory_bytes,
         cpu_seconds=limits.cpu_seconds,
         max_cpu_seconds=limits.max_cpu_seconds or limits.cpu_seconds,
     )
     server = _POOL.take()
-    follower = Follower(server, limits, on_stage=on_stage, on_page=on_page)
+    follower = Follower(server, limits, on_stage=request.on_stage, on_page=request.on_page)
     try:
-        server.send(request)
+        server.send(parse)
         yield follower.stream()
     finally:
         if follower.settle():  # it reported the grandchild's exit: ready for the next file
             _POOL.give_back(server)
         else:  # the server died, hung, or we were interrupted: never reuse it
             server.close()
-
-
-def prepare_isolated(
-    path: Path, *, filename: str, settings: Settings, **options: Any
-) -> PreparedChunks:
-    """`prepare_document` of the file at `path`, run in a limited child process, whole."""
-    with open_isolated(path, filename=filename, settings=settings, **options) as prepared:
-        chunks = [chunk for batch in prepared.batches() for chunk in batch]
-        return PreparedChunks(chunks=chunks, metadata=prepared.metadata)
-
-
-def prepare_file(path: Path, *, filename: str, settings: Settings, **options: Any) -> Prepared:
-    """`prepare_document` of the file at `path`: in a limited child process, or in this one
-    when `settings.isolate_extraction` is off (tests and trusted input only)."""
-    if settings.isolate_extraction:
-        return prepare_isolated(path, filename=filename, settings=settings, **options)
-    from pipeline.prepare import prepare_document  # the parsers load here only when used
-
-    return prepare_document(path.read_bytes(), filename=filename, settings=settings, **options)
-
-
-@contextmanager
-def open_prepared(
-    path: Path, *, filename: str, settings: Settings, **options: Any
-) -> Iterator[PreparedStream]:
-    """`open_isolated`, or the whole document prepared in this process, served as a stream
-    when `settings.isolate_extraction` is off (tests and trusted input only)."""
-    if settings.isolate_extraction:
-        with open_isolated(path, filename=filename, settings=settings, **options) as stream:
-            yield stream
-        return
-    from pipeline.prepare import as_stream
-
-    yield as_stream(prepare_file(path, filename=filename, settings=settings, **options))
 
 
 def _drain(lines: queue.Queue[str | None]) -> None:

@@ -5,8 +5,9 @@ hostile bytes beyond plain data. The parent sends a `ParseRequest`; the fork ser
 `Started` (the grandchild's pid), then relays what the grandchild sends (any `Stage` and
 `Page` progress, then either `Header` and the chunks in `Chunks` batches, or `Failed`), and
 ends with `Exited` once the grandchild is gone. The chunks come in batches of at most
-`CHUNK_BATCH` so that neither side ever encodes or decodes the whole document as one line,
-and the pipe's back-pressure holds the child while the worker embeds and stores.
+`pipeline.prepare.CHUNK_BATCH` so that neither side ever encodes or decodes the whole
+document as one line, and the pipe's back-pressure holds the child while the worker embeds
+and stores.
 
     {"path": ..., "filename": ..., ...}      ParseRequest
     {"pid": 4242}                            Started
@@ -14,10 +15,12 @@ and the pipe's back-pressure holds the child while the worker embeds and stores.
     {"page": [3, 10]}                        Page
     {"cpu_seconds": 80}                      CpuGranted (the child raised its CPU limit to
                                              80 s to OCR a page; the deadline follows)
-    {"prepared": {"metadata": {...}, "chunks": 1234}}
-                                             Header (the chunk count; chunks follow)
+    {"prepared": {"metadata": {...}}}        Header (the file's metadata; chunks follow)
     {"chunks": [[index, text, start, end, page_start, page_end, [heading, ...]], ...]}
                                              Chunks (a batch, in order)
+    {"summary": {"metadata": {...}, "chunks": 1234}}
+                                             Summary (the rest of the metadata and the
+                                             count, once extraction has ended)
     {"error": {"class": ..., "code": ..., "message": ...}}
                                              Failed
     {"exit": 0, "peak_rss_bytes": 123456}    Exited (negative: killed by that signal; the
@@ -32,9 +35,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pipeline.chunking import Chunk
+from pipeline.prepare import Chunks, Header, Summary  # the document's parts, defined there
 
-CHUNK_BATCH = 256
-"""Most chunks in one `Chunks` message."""
 MAX_ERROR_MESSAGE_CHARS = 1000
 """A hostile parser could send a huge message; the parent keeps this much of it."""
 
@@ -84,34 +86,6 @@ class CpuGranted:
     """The grandchild raised its CPU limit to `cpu_seconds` before OCR'ing a page."""
 
     cpu_seconds: int
-
-
-@dataclass(frozen=True, slots=True)
-class Header:
-    """The document's metadata known before extraction (`file_metadata`); its chunks follow,
-    then a `Summary`."""
-
-    metadata: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Chunks:
-    """The next batch of the document's chunks, in order, sent as they are split (while
-    later pages are still being extracted)."""
-
-    chunks: list[Chunk]
-    ocr: dict[str, Any] | None = None
-    """The pages OCR'd so far (`OcrRecord.as_extra`), which hold every chunk sent so far;
-    None when none was."""
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """Once extraction has ended: the metadata known only then (`CONTENT_KEYS`) and how many
-    chunks the document has; the last section's chunks may follow it."""
-
-    metadata: dict[str, Any]
-    chunk_count: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.chunking import ChunkingSpec
 from pipeline.errors import IngestError
-from pipeline.prepare import prepare_document, stream_document
+from pipeline.prepare import Header, PreparedStream, Preparer, prepare_document
 from pipeline.settings import ChunkUnit, Settings
 from tests.support.paths import CORPUS_DIR
 
@@ -59,7 +59,12 @@ def test_corpus_file_prepares_or_fails_with_its_code(relative: str, settings: Se
     if not relative.startswith("images/"):  # OCR'd images are read whole either way
         assert_streamed_alike(data, path.name, settings)
     try:
-        prepared = prepare_document(data, filename=path.name, settings=settings)
+        prepared = prepare_document(
+            data,
+            filename=path.name,
+            settings=settings,
+            chunking=ChunkingSpec.from_settings(settings),
+        )
     except IngestError as exc:
         if relative in EITHER_TEXT_OR_CORRUPT:
             assert exc.code == "corrupt_document"
@@ -91,14 +96,19 @@ def assert_streamed_alike(data: bytes, filename: str, settings: Settings) -> Non
     """The streamed preparation (what the parsing child sends) gives the same chunks and
     metadata as the whole one, or fails with the same error."""
     outcomes: list[tuple[object, dict[str, Any]]] = []
+    spec = ChunkingSpec.from_settings(settings)
     for prepare in ("whole", "streamed"):
         try:
             if prepare == "whole":
-                whole = prepare_document(data, filename=filename, settings=settings)
+                whole = prepare_document(data, filename=filename, settings=settings, chunking=spec)
                 outcomes.append((whole.chunks, whole.metadata))
             else:
-                stream = stream_document(data, filename=filename, settings=settings)
-                chunks = list(stream.chunks())
+                preparer = Preparer.start(data, filename=filename, settings=settings, chunking=spec)
+                parts = preparer.parts()
+                header = next(parts)
+                assert isinstance(header, Header)
+                stream = PreparedStream(header, parts)
+                chunks = [chunk for batch in stream.batches() for chunk in batch]
                 assert stream.chunk_count == len(chunks)
                 outcomes.append((chunks, stream.metadata))
         except IngestError as exc:
@@ -124,7 +134,11 @@ def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> Non
 def test_mislabeled_pdf_is_still_a_pdf(settings: Settings) -> None:
     data = (CORPUS_DIR / "pdf" / "federal-register-2020-17221.pdf").read_bytes()
     prepared = prepare_document(
-        data, filename="notes.txt", settings=settings, content_type="text/plain"
+        data,
+        filename="notes.txt",
+        settings=settings,
+        content_type="text/plain",
+        chunking=ChunkingSpec.from_settings(settings),
     )
     assert prepared.detection.format == "pdf"
     assert prepared.metadata["pages"] == 15

@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.chunking import ChunkingSpec
 from pipeline.detect import detect
 from pipeline.document import DocumentFormat
 from pipeline.errors import CorruptDocument, DocumentTooLarge
-from pipeline.isolation.parent import Limits, prepare_isolated
+from pipeline.isolation.parent import Limits
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
 from tests.support import hostile_files as hostile
 from tests.support.image_files import KNOWN_TEXT
+from tests.support.prepared import prepare_isolated
 
 
 @pytest.mark.parametrize(
@@ -71,5 +73,10 @@ def test_hostile_image_fails_fast_before_decoding(
     data = build()
     started = time.perf_counter()
     with pytest.raises(error, match=message):
-        prepare_document(data, filename=name, settings=Settings(max_pages=2000))
+        prepare_document(
+            data,
+            filename=name,
+            settings=Settings(max_pages=2000),
+            chunking=ChunkingSpec.from_settings(Settings()),
+        )
     assert time.perf_counter() - started < 5

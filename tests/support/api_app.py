@@ -19,10 +19,24 @@ API_DOC = CORPUS_DIR.parent / "API.md"
 _ENDPOINT = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`?\s]*)[^`]*`")
 
 
-def documented_endpoints() -> set[tuple[str, str]]:
-    """(method, path) of every endpoint the contract names, e.g. `GET /v1/jobs?index=...`."""
+PENDING: dict[tuple[str, str], str] = {
+    ("delete", "/v1/indexes/{index}/documents"): "issue 25: delete by filter",
+    ("patch", "/v1/indexes/{index}/documents/{document_id}"): "issue 25: metadata",
+    ("put", "/v1/indexes/{index}/webhooks/{name}"): "issue 25: webhooks",
+    ("get", "/v1/indexes/{index}/webhooks/{name}/deliveries"): "issue 25: webhooks",
+    ("get", "/v1/indexes/{index}/documents/{document_id}/chunks"): "issue 28: a document's chunks",
+}
+"""Endpoints of the contract's v1.2 section not served yet, each with the open issue that
+builds it. The contract tests hold every other documented endpoint, and check that each of
+these is documented and still missing, so an entry must go when its endpoint lands."""
+
+
+def documented_endpoints(*, pending: bool = False) -> set[tuple[str, str]]:
+    """(method, path) of every endpoint the contract names, e.g. `GET /v1/jobs?index=...`;
+    those still `PENDING` only with `pending`."""
     assert API_DOC.is_file(), f"the contract is not at {API_DOC}"
-    return {(m.lower(), path) for m, path in _ENDPOINT.findall(API_DOC.read_text())}
+    named = {(m.lower(), path) for m, path in _ENDPOINT.findall(API_DOC.read_text())}
+    return named if pending else named - set(PENDING)
 
 
 @contextmanager

@@ -9,16 +9,18 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from pipeline.chunking import ChunkingSpec
 from pipeline.detect import detect
 from pipeline.document import DocumentFormat, ExtractedDocument
 from pipeline.errors import DocumentTooLarge, ExtractionTimeout, NoTextFound
 from pipeline.extract import extract
 from pipeline.extract.ocr import OcrMode, OcrOptions
 from pipeline.extract.pdf import extract_pdf
-from pipeline.isolation.parent import Limits, prepare_isolated
+from pipeline.isolation.parent import Limits
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
 from tests.support.image_files import KNOWN_TEXT, encoded, pdf_with_pages, text_image, word_accuracy
+from tests.support.prepared import prepare_isolated
 
 KNOWN = " ".join(KNOWN_TEXT)
 
@@ -181,7 +183,12 @@ def test_grants_stop_at_the_cap() -> None:
 
 def test_prepared_scan_records_ocr_in_metadata_and_chunks_cover_it(corpus_dir: Path) -> None:
     data = (corpus_dir / "pdf/scanned-huckfinn-p22-no-text.pdf").read_bytes()
-    prepared = prepare_document(data, filename="huck.pdf", settings=Settings())
+    prepared = prepare_document(
+        data,
+        filename="huck.pdf",
+        settings=Settings(),
+        chunking=ChunkingSpec.from_settings(Settings()),
+    )
     ocr = prepared.metadata["ocr"]
     assert ocr["pages"] == [1] and len(ocr["page_confidence"]) == 1
     assert ocr["confidence"] == ocr["page_confidence"][0] and 0.8 < ocr["confidence"] <= 1

@@ -13,12 +13,15 @@ from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.local import LocalEmbedder
 from pipeline.errors import Cancelled, Superseded
-from pipeline.indexing.run import STEPS, IndexHooks, IndexRequest, IndexResult, index_document
+from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
+from pipeline.indexing.request import STEPS
+from pipeline.ingest.file import window_chunks
 from pipeline.prepare import PreparedDocument, prepare_document
 from pipeline.search import SearchMode, SearchRequest, search
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import DocumentFence
+from tests.support.prepared import stream_of
 from tests.support.redis_db import TestRedis
 
 INDEX = "docs"
@@ -98,11 +101,11 @@ class Ingest:
         *,
         user_metadata: dict[str, Any] | None = None,
         force: bool = False,
-        embed_slice: int | None = None,
+        window: int | None = None,
         **hooks: Any,
     ) -> IndexResult:
         request = IndexRequest(
-            prepared,
+            stream_of(prepared.chunks, prepared.metadata),
             index=INDEX,
             document_id=DOC,
             version=self.version() if version is None else version,
@@ -115,7 +118,7 @@ class Ingest:
             embedder=self.embedder,
             fence=self.fence,
             hooks=IndexHooks(**hooks),
-            embed_slice=embed_slice,
+            window=window or window_chunks(Settings(), self.embedder),
         )
 
 
@@ -359,7 +362,7 @@ def test_cancel_leaves_the_index_as_it_was(
     assert ingest(NEW).version == 3  # and the document can be uploaded again at once
 
 
-def test_progress_counts_reused_chunks_and_cancel_is_checked_per_slice(
+def test_progress_counts_reused_chunks_and_cancel_is_checked_per_window(
     store: VectorStore, ingest: Ingest
 ) -> None:
     ingest(prepare([*PARAGRAPHS, OLD_ONLY]))
@@ -375,7 +378,7 @@ def test_progress_counts_reused_chunks_and_cancel_is_checked_per_slice(
         changed,
         on_progress=lambda *report: reports.append(report),
         should_cancel=should_cancel,
-        embed_slice=1,
+        window=1,
     )
     assert result.chunks_reused == 5
     embedding = [(done, total) for stage, done, total in reports if stage == "embedding"]
@@ -384,7 +387,7 @@ def test_progress_counts_reused_chunks_and_cancel_is_checked_per_slice(
     assert [done for done, _ in embedding] == sorted(done for done, _ in embedding)
     assert {done for done, _ in embedding} == set(range(9))
     assert [r for r in reports if r[0] == "storing"][-1] == ("storing", 8, 8)
-    assert len(checks) >= 3 + 2  # one per embedded slice, then while writing and at publish
+    assert len(checks) >= 3 + 2  # one per embedded window, then while writing and at publish
 
 
 def test_deleting_a_document_removes_every_point(store: VectorStore, ingest: Ingest) -> None:
@@ -406,9 +409,12 @@ def test_an_embedder_of_another_model_is_refused(
     store.create_index("other", other)
     with pytest.raises(ValueError, match="text-embedding-3-small"):
         index_document(
-            IndexRequest(OLD, index="other", document_id=DOC, version=1),
+            IndexRequest(
+                stream_of(OLD.chunks, OLD.metadata), index="other", document_id=DOC, version=1
+            ),
             store=store,
             embedder=embedder,
             fence=fence,
+            window=window_chunks(Settings(), embedder),
         )
     assert store.count_points("other") == 0

@@ -11,21 +11,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.indexing import window_vectors
 from pipeline.chunking import Chunk, ChunkingSpec
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
 from pipeline.errors import Cancelled, DocumentTooLarge, Superseded
-from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
-from pipeline.isolation.parent import Limits, open_isolated, prepare_isolated
-from pipeline.isolation.wire import CHUNK_BATCH
-from pipeline.prepare import prepare_document
+from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document, window_vectors
+from pipeline.isolation.parent import Limits
+from pipeline.prepare import CHUNK_BATCH, prepare_document
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import DocumentFence
 from pipeline.store.requests import fields_filter
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.paths import CORPUS_DIR
+from tests.support.prepared import open_isolated, prepare_isolated
 from tests.support.redis_db import TestRedis
 from tests.support.settings import FAKE_DIMENSIONS, FAKE_MODEL
 
@@ -428,9 +427,7 @@ def test_a_repeat_is_embedded_again_once_it_has_left_the_bounded_cache(
         chunks = [
             Chunk(base + i, text, 0, len(text), None, None, ()) for i, text in enumerate(window)
         ]
-        result = vectors.window(
-            chunks, base=base, on_progress=lambda *_: None, cancelled=lambda: False
-        )
+        result = vectors.window(chunks, base=base, on_progress=lambda *_: None)
         assert set(result.dense) >= set(result.hashes) and result.reused == 0
         base += len(chunks)
     assert len(vectors.recent) <= vectors.capacity

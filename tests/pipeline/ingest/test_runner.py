@@ -20,7 +20,7 @@ from pipeline.services import Services
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.jobs import job_spec
 from tests.support.redis_db import TestRedis
-from tests.support.settings import service_settings
+from tests.support.services import MakeServices, services_factory
 from tests.support.waiting import wait_until
 
 INDEX = "notes"
@@ -47,28 +47,13 @@ def field_notes(paragraphs: int, tag: str) -> bytes:
     ).encode()
 
 
-MakeServices = Callable[..., Services]
-
-
 @pytest.fixture
 def make_services(
     tmp_path: Any, embedding_server: FakeEmbeddingServer, redis_db: TestRedis
 ) -> Iterator[MakeServices]:
     """Build the process's services with settings overrides (one per test: one store)."""
-    prefix = redis_db.prefix
-    built: list[Services] = []
-
-    def make(**overrides: Any) -> Services:
-        services = Services(
-            service_settings(tmp_path, prefix, embedding_server, **overrides), owns_store=True
-        )
-        services.settings.staging_dir.mkdir(parents=True, exist_ok=True)
-        built.append(services)
-        return services
-
-    yield make
-    for services in built:
-        services.close()
+    with services_factory(tmp_path, redis_db.prefix, embedding_server) as make:
+        yield make
 
 
 def stage(services: Services, data: bytes, **fields: Any) -> str:

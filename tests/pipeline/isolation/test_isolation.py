@@ -11,17 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.chunking import ChunkingSpec
 from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
 from pipeline.isolation.parent import (
     MIN_CPU_SECONDS,
     Limits,
     child_environment,
-    prepare_isolated,
     start_fork_servers,
 )
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
 from tests.support.paths import EXAMPLES_DIR, REPO_DIR
+from tests.support.prepared import prepare_isolated
 
 EXAMPLES = EXAMPLES_DIR
 RFC = EXAMPLES / "rfc6455-websocket.txt"
@@ -38,7 +39,12 @@ def test_the_child_returns_what_prepare_document_returns() -> None:
         on_stage=stages.append,
         on_page=lambda done, total: pages.append((done, total)),
     )
-    direct = prepare_document(RFC.read_bytes(), filename=RFC.name, settings=settings)
+    direct = prepare_document(
+        RFC.read_bytes(),
+        filename=RFC.name,
+        settings=settings,
+        chunking=ChunkingSpec.from_settings(settings),
+    )
     assert isolated.chunks == direct.chunks
     ignore = {"ingested_at"}
     assert {k: v for k, v in isolated.metadata.items() if k not in ignore} == {
@@ -123,13 +129,16 @@ WARM_CHECK = """
 import gc, json, sys
 from pathlib import Path
 from pipeline.isolation import child
+from pipeline.chunking import ChunkingSpec
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
 
 child._warm_up()
 frozen, before = gc.get_freeze_count(), set(sys.modules)
 for path in map(Path, sys.argv[1:]):
-    prepare_document(path.read_bytes(), filename=path.name, settings=Settings())
+    settings = Settings()
+    chunking = ChunkingSpec.from_settings(settings)
+    prepare_document(path.read_bytes(), filename=path.name, settings=settings, chunking=chunking)
 print(json.dumps({"frozen": frozen, "imported": sorted(set(sys.modules) - before)}))
 """
 
