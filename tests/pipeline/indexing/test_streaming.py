@@ -11,12 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.indexing import window_vectors
 from pipeline.chunking import Chunk, ChunkingSpec
 from pipeline.embedders.base import COUNTERS, EmbeddingConfig
 from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
 from pipeline.errors import Cancelled, DocumentTooLarge, Superseded
-from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
+from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document, window_vectors
 from pipeline.isolation.parent import Limits, open_isolated, prepare_isolated
 from pipeline.isolation.wire import CHUNK_BATCH
 from pipeline.prepare import prepare_document
