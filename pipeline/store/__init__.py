@@ -1,9 +1,5 @@
-"""The vector store: one Qdrant collection per index, staged → live → retired versions.
-
-`vector_store` holds the store's logic; `connection` opens the engine and translates its
-errors; `models` are the types it takes and returns; `filters` parses search filters;
-`fencing` hands out document versions and the store lock in Redis.
-"""
+"""The vector store: one Qdrant collection per index, staged → live → retired versions, on
+two engines (Qdrant Edge, qdrant-client), with its filters, fencing and transfers."""
 
 from pipeline.store.filters import SearchFilter
 from pipeline.store.models import (
