@@ -56,6 +56,7 @@ audit: $(UV)
 	UV=$(UV) PYTHON=$(PYTHON) .ci/audit
 
 lint: install
+	.ci/commit-subjects
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -52,8 +52,8 @@ def count_words(text: str) -> int:
 
 @cache
 def _language_identifier() -> Any:
-    # py3langid ships its model inside the wheel (no download) and classifies in ~1 ms;
-    # loading takes about a second, so it happens once, on first use.
+    # py3langid ships its model inside the wheel (no download) and classifies quickly, but
+    # loading the model is slow, so it happens once, on first use.
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)

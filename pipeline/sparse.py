@@ -6,18 +6,19 @@ query vector carries weight 1.0 per unique term; the dot product Qdrant takes is
 
 The average chunk length (in terms) is fixed per index, because the corpus average is unknown
 when a chunk is written (and drifts as documents come and go); Qdrant's own fastembed
-"Qdrant/bm25" fixes it at 256. Ours follows the index's chunk size, at the ratio measured on
-the English documents of the sample corpus: 1000-character chunks average 92 terms after stop
-words (median 95), 256-token chunks 87.5 (median 97), so `average_length` is 0.09 terms per
-character or 0.34 per token (BENCHMARKS.md, "Retrieval quality by search mode"). A wrong guess
-scales every chunk's normalisation alike: it only shifts how much long chunks are penalised.
+"Qdrant/bm25" fixes it at 256. Ours follows the index's chunk size, at the terms per character
+(`TERMS_PER_CHAR`) or per token (`TERMS_PER_TOKEN`) that chunks of the sample corpus's English
+documents hold after stop words (BENCHMARKS.md, "Retrieval quality by search mode", has the
+counts). A wrong guess scales every chunk's normalisation alike: it only shifts how much long
+chunks are penalised.
 
 Analysis (documents and queries alike): NFKC, then Unicode words (`\\w+`, so `snake_case`
 stays one token), casefolded, possessive 's dropped, stop words removed, Snowball English
-stemming with PyStemmer (the C build of the Snowball stemmers). Stemming measured +0.02 nDCG@10
-on SciFact for plain BM25 (0.664 → 0.684); Snowball rather than Porter as the maintained
-successor with fewer over-conflations; English only, since the stemmer would mangle other
-languages less than it helps English, and most corpora here are English.
+stemming with PyStemmer (the C build of the Snowball stemmers). Stemming raises plain BM25's
+nDCG@10 on SciFact (BENCHMARKS.md, "Retrieval quality by search mode"); Snowball rather than
+Porter as the maintained successor with fewer over-conflations; English only, since the
+stemmer would mangle other languages less than it helps English, and most corpora here are
+English.
 
 Identifiers stay searchable as written: a token with a digit or underscore, in ALL CAPS or
 camelCase ("ERR_TLS_CERT_ALTNAME_INVALID", "E1234", "HTTPS", "QdrantClient") is indexed

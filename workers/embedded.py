@@ -20,11 +20,12 @@ log = logging.getLogger(__name__)
 
 PREFETCH_MULTIPLIER = 2
 """Messages held per thread: each slot has its next job at hand when one ends, instead of
-waiting for the ack and the next fetch to go through the event loop (+15-20% small jobs/s in
-bench_load). `workers.app`'s 1 keeps a scaled-out worker from sitting on others' work; this
-worker is the only one. A held message waits at most one job before it starts, so it may stay
-unacknowledged past the visibility timeout and be delivered again while it runs; that copy
-finds the job claimed and busy (`pipeline.jobs.scripts.CLAIM`) and does nothing."""
+waiting for the ack and the next fetch to go through the event loop, which serves more small
+jobs per second (BENCHMARKS.md, "Small jobs under load"). `workers.app`'s 1 keeps a
+scaled-out worker from sitting on others' work; this worker is the only one. A held message
+waits at most one job before it starts, so it may stay unacknowledged past the visibility
+timeout and be delivered again while it runs; that copy finds the job claimed and busy
+(`pipeline.jobs.scripts.CLAIM`) and does nothing."""
 
 
 class EmbeddedWorker:

@@ -1,8 +1,8 @@
 """Optical character recognition of page images with Tesseract, through tesserocr.
 
 tesserocr calls Tesseract's C++ API in this process; pytesseract runs the `tesseract`
-program once per page. On the same 300 DPI page the API took 0.80 s and the program 1.60 s
-(BENCHMARKS.md, "OCR"): the program reloads the model and round-trips the image and result
+program once per page, which costs more CPU per page (BENCHMARKS.md, "OCR (Tesseract 5
+through tesserocr)"): the program reloads the model and round-trips the image and result
 through files every time. In process, the page also counts against the parsing child's
 `RLIMIT_CPU` and `RLIMIT_AS`, where a subprocess would get fresh limits of its own.
 
@@ -143,7 +143,7 @@ class Recogniser:
     """One Tesseract engine, loaded once per document and reused for each of its pages."""
 
     def __init__(self, options: OcrOptions) -> None:
-        try:  # imported here: loading libtesseract costs ~50 ms, needed only for scans
+        try:  # imported here: only scans need libtesseract, and loading it takes time
             import tesserocr
         except ImportError as exc:
             raise NoTextFound(

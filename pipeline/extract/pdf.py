@@ -1,9 +1,9 @@
 """PDF extraction with PDFium (pypdfium2), page by page, with OCR for pages without text.
 
 Why PDFium: pypdf, used before, dropped the spaces between words across whole paragraphs of
-LaTeX and DocBook output (2,149 of the Debian FAQ's 10,264 words were glued runs) and was
-10-20 times slower; PDFium places spaces from the glyphs' positions, as a viewer does, and
-no corpus PDF opens with pypdf but not with PDFium (BENCHMARKS.md, "PDF engines").
+LaTeX and DocBook output and took many times the CPU; PDFium places spaces from the glyphs'
+positions, as a viewer does, and no corpus PDF opens with pypdf but not with PDFium
+(BENCHMARKS.md, "PDF text: pypdf (the previous engine) and PDFium, one run").
 
 Reading order: PDFium's text page follows the content stream, which for LaTeX, Word and GPO
 output is column by column (the 2-column DPR and NAACL papers, the 3-column Federal Register).

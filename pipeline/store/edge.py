@@ -54,11 +54,12 @@ DENSE_QUANTIZATION = edge.ScalarQuantizationConfig(
     type=edge.ScalarType.Int8, quantile=0.99, memory=edge.Memory.Pinned
 )
 """int8 copies of the dense vectors, in RAM, built with each HNSW index: the graph is built
-and searched on them (a build costs about a third of the CPU, a search visits 4× fewer bytes),
+and searched on them (a build costs less CPU, a search reads a quarter of float32's bytes),
 and the candidates are rescored with the float32 originals, which stay memory-mapped, so
-scores are exact cosines. Recall against an exact search is in BENCHMARKS.md, "Embedded store".
-Points not yet indexed are scanned in float32, exactly. Part of a shard's config, so it applies
-to indexes created from this release on; older shards keep float32-only HNSW indexes."""
+scores are exact cosines. The build's CPU and the recall against an exact search are in
+BENCHMARKS.md, "Embedded store". Points not yet indexed are scanned in float32, exactly. Part
+of a shard's config, so it applies to indexes created from this release on; older shards keep
+float32-only HNSW indexes."""
 
 
 @dataclass

@@ -91,7 +91,8 @@ def _vector(vector: Any) -> Any:
 
 def to_point(point: Point) -> edge.Point:
     # A list, not the array: the binding reads an ndarray element by element through numpy
-    # scalars, which took longer than `tolist()` and reading the list (BENCHMARKS.md).
+    # scalars, which took longer than `tolist()` and reading the list (BENCHMARKS.md,
+    # "Embedded store", the writes).
     vectors: dict[str, Any] = {DENSE: point.dense.astype(np.float32, copy=False).tolist()}
     if point.sparse.indices:
         vectors[KEYWORD] = edge.SparseVector(
@@ -134,7 +135,7 @@ DENSE_SEARCH = edge.SearchParams(
 """How every dense search reads an indexed segment: HNSW over the int8 copies
 (`pipeline.store.edge.DENSE_QUANTIZATION`) picks twice the candidates asked for, and the
 float32 originals rescore them, so scores are exact cosines. Edge does not rescore by default:
-without it, scores were the int8 approximations (0.8806 for an exact 0.8863)."""
+without it, scores are the int8 approximations (BENCHMARKS.md, "Embedded store")."""
 
 
 def _search_params(using: str | None) -> edge.SearchParams | None:

@@ -115,7 +115,8 @@ def fused_query(
 @dataclass(frozen=True, slots=True)
 class Point:
     """A point to write, in no engine's types: each engine builds its own from it (building
-    qdrant-client's validated model only to translate it for Edge cost half the write time)."""
+    qdrant-client's validated model only to translate it for Edge was a large share of the
+    write time; BENCHMARKS.md, "Embedded store", has what a point costs)."""
 
     id: str
     dense: np.ndarray

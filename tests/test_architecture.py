@@ -1,0 +1,136 @@
+"""The tree as ARCHITECTURE.md draws it: a small root in `pipeline/`, a package per stage that
+says in one line what it holds, short modules, no import cycles between packages."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO_DIR
+
+PIPELINE = REPO_DIR / "pipeline"
+SOURCE_PACKAGES = ("api", "workers", "docingest", "pipeline")
+MAX_ROOT_MODULES = 14
+MAX_MODULE_LINES = 450
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def _subpackages() -> list[Path]:
+    """Every directory under `pipeline/` that holds Python modules (a data directory aside)."""
+    return sorted(
+        path
+        for path in PIPELINE.rglob("*")
+        if path.is_dir() and path.name != "__pycache__" and any(path.glob("*.py"))
+    )
+
+
+SUBPACKAGES = _subpackages()
+SUBPACKAGE_IDS = [path.relative_to(PIPELINE).as_posix() for path in SUBPACKAGES]
+
+
+def test_the_root_of_pipeline_holds_only_what_every_stage_shares() -> None:
+    root = sorted(path.name for path in PIPELINE.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules in pipeline/: {root}"
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES, ids=SUBPACKAGE_IDS)
+def test_each_package_says_in_one_line_what_it_holds(package: Path) -> None:
+    init = package / "__init__.py"
+    assert init.is_file(), f"{package.relative_to(REPO_DIR)} has no __init__.py"
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+    assert docstring, f"{init.relative_to(REPO_DIR)} has no docstring"
+    # One sentence, which may wrap onto a second physical line: no paragraph after it.
+    lines = docstring.splitlines()
+    assert len(lines) <= 2 and "" not in lines, f"{init.relative_to(REPO_DIR)}: {docstring!r}"
+    sentence = " ".join(docstring.split())
+    assert not re.search(r"[.!?] +[A-Z]", sentence), f"more than one sentence: {sentence!r}"
+    assert len(sentence.split()) >= 4, f"says too little: {sentence!r}"
+
+
+def test_no_module_is_over_450_lines() -> None:
+    long = {
+        path.relative_to(REPO_DIR).as_posix(): count
+        for package in SOURCE_PACKAGES
+        for path in sorted((REPO_DIR / package).rglob("*.py"))
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines: split them by concept"
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES, ids=SUBPACKAGE_IDS)
+def test_architecture_md_names_every_package(package: Path) -> None:
+    text = (REPO_DIR / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    name = f"pipeline/{package.relative_to(PIPELINE).as_posix()}/"
+    # The package itself, not only a module of it: "pipeline/jobs/", not "pipeline/jobs/job.py".
+    assert re.search(re.escape(name) + r"(?![\w.])", text), f"ARCHITECTURE.md never names {name}"
+
+
+# --- the import contracts, on a copy of the tree ------------------------------------------
+
+
+def _contract_name(contract_id: str) -> str:
+    config = tomllib.loads((REPO_DIR / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    return next(contract["name"] for contract in contracts if contract["id"] == contract_id)
+
+
+def _copy_tree(destination: Path) -> Path:
+    destination.mkdir()
+    for package in SOURCE_PACKAGES:
+        shutil.copytree(
+            REPO_DIR / package,
+            destination / package,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+    shutil.copy(REPO_DIR / "pyproject.toml", destination / "pyproject.toml")
+    return destination
+
+
+def _lint_imports(tree: Path) -> tuple[int, str]:
+    """Run lint-imports on `tree` (first on the path, so the copy is analysed, not the
+    installed package); its exit status and its output with the line wrapping undone."""
+    path = [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    done = subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.returncode, " ".join((done.stdout + done.stderr).split())
+
+
+def test_the_import_contracts_hold(tmp_path: Path) -> None:
+    # `make lint` runs them too; here they are the baseline of the planted cycles below.
+    status, output = _lint_imports(_copy_tree(tmp_path / "tree"))
+    assert status == 0, output
+    assert "0 broken" in output
+
+
+@pytest.mark.parametrize(
+    ("module", "planted"),
+    [
+        ("pipeline/store/models.py", "pipeline.services"),  # the store above the services
+        ("pipeline/jobs/state.py", "pipeline.ingest.runner"),  # job state above the runner
+    ],
+)
+def test_a_planted_cycle_breaks_the_pipeline_layers(
+    tmp_path: Path, module: str, planted: str
+) -> None:
+    tree = _copy_tree(tmp_path / "tree")
+    with (tree / module).open("a", encoding="utf-8") as source:
+        source.write(f"\nimport {planted}  # planted by tests/test_architecture.py\n")
+    status, output = _lint_imports(tree)
+    assert status != 0, output
+    assert f"{_contract_name('pipeline-layers')} BROKEN" in output
+    assert planted in output
