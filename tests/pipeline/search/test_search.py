@@ -7,25 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from pipeline.embedders.base import EmbeddingConfig, QueryCache
 from pipeline.embedders.local import LocalEmbedder
 from pipeline.errors import IndexNotFound, InvalidFilter
-from pipeline.search.query import (
-    RRF_K,
-    Candidate,
-    Result,
-    Scores,
-    SearchRequest,
-    candidate_limit,
-    fuse,
-    search,
-    select,
-)
+from pipeline.search import search
+from pipeline.search.candidates import RRF_K, candidate_limit, fuse
+from pipeline.search.request import Result, Scores, SearchRequest
 from pipeline.settings import Settings
 from pipeline.sparse import encode_document, encode_query
-from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, ScoredChunk, VectorStore
+from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore
 
 INDEX = "kb"
 CONFIG = IndexConfig(
@@ -333,36 +324,6 @@ def test_score_threshold_in_hybrid_and_keyword_mode(
     ]
 
 
-def _chunk(point: str, document_id: str = "d", version: int = 1, score: float = 0.5) -> ScoredChunk:
-    return ScoredChunk(point, score, document_id, version, 0, "t", None, None, None, None, [], {})
-
-
-def test_hybrid_threshold_drops_chunks_found_by_keyword_only() -> None:
-    dense = [_chunk("a", score=0.9), _chunk("b", score=0.3)]
-    keyword = [_chunk("c", score=7.0), _chunk("a", score=2.0)]
-    fused = fuse(dense, keyword)
-    assert [(c.chunk.id, c.vector, c.keyword) for c in fused] == [
-        ("a", 0.9, 2.0), ("c", None, 7.0), ("b", 0.3, None)
-    ]  # fmt: skip
-    assert fused[0].score == pytest.approx(1 / RRF_K + 1 / (RRF_K + 1))
-    plain = select(fused, SearchRequest(query="q", top_k=10))
-    assert [c.chunk.id for c in plain] == ["a", "c", "b"]
-    cut = select(fused, SearchRequest(query="q", top_k=10, score_threshold=0.2))
-    assert [c.chunk.id for c in cut] == ["a", "b"]
-
-
-def test_select_keeps_each_documents_newest_version_first() -> None:
-    candidates = [
-        Candidate(_chunk("old", "d", 1), 0.9, vector=0.9),
-        Candidate(_chunk("new", "d", 2), 0.5, vector=0.5),
-        Candidate(_chunk("other", "e", 1), 0.7, vector=0.7),
-    ]
-    chosen = select(candidates, SearchRequest(query="q", top_k=1))
-    assert [c.chunk.id for c in chosen] == ["other"]
-    chosen = select(candidates, SearchRequest(query="q", top_k=5))
-    assert [c.chunk.id for c in chosen] == ["other", "new"]
-
-
 # --- filters, isolation, errors -----------------------------------------------------------
 
 
@@ -417,22 +378,6 @@ def test_errors(store: VectorStore, embedder: LocalEmbedder) -> None:
         search(store, "missing", SearchRequest(query="q"), embedder=embedder)
     with pytest.raises(InvalidFilter):
         search(store, INDEX, SearchRequest(query="q", filter={"dept": {"a": 1}}), embedder=embedder)
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [{"query": ""}, {"top_k": 0}, {"top_k": 101}, {"mode": "semantic"},
-     {"max_chunks_per_document": 0}, {"surprise": 1}],
-)  # fmt: skip
-def test_request_validation(fields: dict[str, object]) -> None:
-    with pytest.raises(ValidationError):
-        SearchRequest.model_validate({"query": "q", **fields})
-
-
-def test_request_defaults() -> None:
-    request = SearchRequest(query="q")
-    assert (request.top_k, request.mode, request.filter) == (5, "hybrid", None)
-    assert (request.max_chunks_per_document, request.score_threshold) == (None, None)
 
 
 def test_query_cache_and_timing(store: VectorStore, embedder: LocalEmbedder) -> None:
