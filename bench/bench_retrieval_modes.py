@@ -47,7 +47,7 @@ from _common import evaluate, find_corpus, machine
 
 from pipeline.embedders.base import EmbeddingConfig, QueryCache
 from pipeline.embedders.local import LocalEmbedder
-from pipeline.search import SearchMode, SearchRequest, search
+from pipeline.search import SearchMode, SearchRequest, resolve_target, search
 from pipeline.search.candidates import candidate_limit
 from pipeline.settings import Settings
 from pipeline.sparse import AVG_LEN, analyze, encode_document, encode_query
@@ -171,7 +171,8 @@ def run_modes(
         rankings, took = {}, []
         for query_id, text in data.queries.items():
             request = SearchRequest(query=text, top_k=TOP_K, mode=mode)
-            response = search(store, name, request, embedder=embedder, query_cache=cache)
+            target = resolve_target(store, name, embedder_for=lambda _config: embedder)
+            response = search(store, target, request, query_cache=cache)
             rankings[query_id] = [result.document_id for result in response.results]
             took.append(response.took_ms)
         results[mode] = (*evaluate(rankings, data.qrels), statistics.median(took))

@@ -8,33 +8,26 @@ from __future__ import annotations
 
 import time
 
-from pipeline.embedders.base import Embedder, QueryCache, check_embedder_matches
-from pipeline.errors import IndexNotFound
+from pipeline.embedders.base import QueryCache
 from pipeline.search.candidates import Candidate, candidate_limit, fuse, select
 from pipeline.search.request import Result, Scores, SearchRequest, SearchResponse
+from pipeline.search.target import SearchTarget
 from pipeline.sparse import encode_query
-from pipeline.store import IndexConfig, SearchFilter, VectorStore
+from pipeline.store import SearchFilter, VectorStore
 
 
 def search(
     store: VectorStore,
-    index: str,
+    target: SearchTarget,
     request: SearchRequest,
     *,
-    embedder: Embedder,
     query_cache: QueryCache | None = None,
-    config: IndexConfig | None = None,
 ) -> SearchResponse:
-    """Run `request` against `index`; `embedder` must be the one the index's config builds.
-
-    `config` is the index's, when the caller already read it (to pick the embedder).
-    """
+    """Run `request` against `target` (see `resolve_target`), embedding the query with the
+    target's embedder (through `query_cache` when given)."""
     started = time.perf_counter()
+    index, embedder = target.index, target.embedder
     search_filter = SearchFilter.parse(request.filter)
-    config = config or store.index_config(index)
-    if config is None:
-        raise IndexNotFound(f"Index '{index}' does not exist.")
-    check_embedder_matches(index, config.embedding, embedder)
     limit = candidate_limit(request.top_k)
     if request.mode == "keyword":
         terms = encode_query(request.query)

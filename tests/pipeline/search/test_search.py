@@ -11,7 +11,7 @@ import pytest
 from pipeline.embedders.base import EmbeddingConfig, QueryCache
 from pipeline.embedders.local import LocalEmbedder
 from pipeline.errors import IndexNotFound, InvalidFilter
-from pipeline.search import search
+from pipeline.search import SearchTarget, resolve_target, search
 from pipeline.search.candidates import RRF_K, candidate_limit, fuse
 from pipeline.search.request import Result, Scores, SearchRequest
 from pipeline.settings import Settings
@@ -152,9 +152,14 @@ def store(
         yield vector_store
 
 
+def target(store: VectorStore, index: str, embedder: LocalEmbedder) -> SearchTarget:
+    """`index` searched with `embedder`, which must be the index's model."""
+    return resolve_target(store, index, embedder_for=lambda _config: embedder)
+
+
 def run(store: VectorStore, embedder: LocalEmbedder, query: str, **fields: object) -> list[Result]:
     request = SearchRequest.model_validate({"query": query, **fields})
-    return search(store, INDEX, request, embedder=embedder).results
+    return search(store, target(store, INDEX, embedder), request).results
 
 
 def keys(results: list[Result]) -> list[tuple[str, int]]:
@@ -360,8 +365,8 @@ def test_indexes_are_searched_alone(store: VectorStore, embedder: LocalEmbedder)
     for mode in ("vector", "keyword", "hybrid"):
         results = run(store, embedder, ERROR_CODE, mode=mode, top_k=TOTAL_CHUNKS)
         assert results and {r.text for r in results} <= own_texts
-    other = search(store, "other", SearchRequest(query=ERROR_CODE), embedder=embedder).results
-    assert [r.text for r in other] == [f"{ERROR_CODE} in another index"]
+    other = search(store, target(store, "other", embedder), SearchRequest(query=ERROR_CODE))
+    assert [r.text for r in other.results] == [f"{ERROR_CODE} in another index"]
 
 
 def test_the_index_embedder_is_required(store: VectorStore, embedder: LocalEmbedder) -> None:
@@ -370,32 +375,45 @@ def test_the_index_embedder_is_required(store: VectorStore, embedder: LocalEmbed
         IndexConfig(embedding=EmbeddingConfig(model="all-MiniLM-L12-v2", dimensions=384)),
     )
     with pytest.raises(ValueError, match="all-MiniLM-L12-v2"):
-        search(store, "minilm-l12", SearchRequest(query="q"), embedder=embedder)
+        target(store, "minilm-l12", embedder)
+
+
+def test_the_target_asks_once_for_the_embedder_of_the_index_model(
+    store: VectorStore, embedder: LocalEmbedder
+) -> None:
+    asked: list[EmbeddingConfig] = []
+
+    def embedder_for(config: EmbeddingConfig) -> LocalEmbedder:
+        asked.append(config)
+        return embedder
+
+    found = resolve_target(store, INDEX, embedder_for=embedder_for)
+    assert asked == [CONFIG.embedding]
+    assert (found.index, found.embedder) == (INDEX, embedder)
 
 
 def test_errors(store: VectorStore, embedder: LocalEmbedder) -> None:
     with pytest.raises(IndexNotFound):
-        search(store, "missing", SearchRequest(query="q"), embedder=embedder)
+        target(store, "missing", embedder)
     with pytest.raises(InvalidFilter):
-        search(store, INDEX, SearchRequest(query="q", filter={"dept": {"a": 1}}), embedder=embedder)
+        search(
+            store,
+            target(store, INDEX, embedder),
+            SearchRequest(query="q", filter={"dept": {"a": 1}}),
+        )
 
 
 def test_query_cache_and_timing(store: VectorStore, embedder: LocalEmbedder) -> None:
     cache = QueryCache(8)
     request = SearchRequest(query="bake bread")
-    first = search(store, INDEX, request, embedder=embedder, query_cache=cache)
-    second = search(store, INDEX, request, embedder=embedder, query_cache=cache)
+    kb = target(store, INDEX, embedder)
+    first = search(store, kb, request, query_cache=cache)
+    second = search(store, kb, request, query_cache=cache)
     assert (cache.misses, cache.hits) == (1, 1)
     assert keys(first.results) == keys(second.results)
     assert first.results[0].document_id == "bread"
     assert first.took_ms > 0 and second.took_ms > 0
-    search(
-        store,
-        INDEX,
-        SearchRequest(query="other", mode="keyword"),
-        embedder=embedder,
-        query_cache=cache,
-    )
+    search(store, kb, SearchRequest(query="other", mode="keyword"), query_cache=cache)
     assert cache.misses == 1  # keyword mode embeds nothing
 
 
