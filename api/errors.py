@@ -29,6 +29,7 @@ from pipeline.errors import (
     StoreNotHere,
     TransientError,
     Unauthorized,
+    UnknownProvider,
     UnsupportedFormat,
     UploadTooLarge,
 )
@@ -53,6 +54,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     DocumentTooLarge: 413,
     UnsupportedFormat: 415,
     InvalidIndexName: 422,
+    UnknownProvider: 422,
     StoreLocked: 503,
     StoreNotHere: 503,
     TransientError: 503,

@@ -47,7 +47,8 @@ from _common import evaluate, find_corpus, machine
 
 from pipeline.embedders.base import EmbeddingConfig, QueryCache
 from pipeline.embedders.local import LocalEmbedder
-from pipeline.search.query import SearchMode, SearchRequest, candidate_limit, search
+from pipeline.search import SearchMode, SearchRequest, resolve_target, search
+from pipeline.search.candidates import candidate_limit
 from pipeline.settings import Settings
 from pipeline.sparse import AVG_LEN, analyze, encode_document, encode_query
 from pipeline.store import (
@@ -170,7 +171,8 @@ def run_modes(
         rankings, took = {}, []
         for query_id, text in data.queries.items():
             request = SearchRequest(query=text, top_k=TOP_K, mode=mode)
-            response = search(store, name, request, embedder=embedder, query_cache=cache)
+            target = resolve_target(store, name, embedder_for=lambda _config: embedder)
+            response = search(store, target, request, query_cache=cache)
             rankings[query_id] = [result.document_id for result in response.results]
             took.append(response.took_ms)
         results[mode] = (*evaluate(rankings, data.qrels), statistics.median(took))
@@ -204,13 +206,13 @@ def fused(lists: Candidates, score: Fusion) -> dict[str, list[str]]:
         keyword_rank = {hit.document_id: rank for rank, hit in enumerate(keyword)}
         docs = list({hit.document_id: None for hit in [*dense, *keyword]})
         scores = {doc: score(dense_rank.get(doc), keyword_rank.get(doc)) for doc in docs}
-        # ties keep first-seen order, dense first, as pipeline.search.fuse does
+        # ties keep first-seen order, dense first, as pipeline.search.candidates.fuse does
         rankings[query_id] = sorted(docs, key=lambda doc: -scores[doc])[:TOP_K]
     return rankings
 
 
 def rrf(k: float, dense_weight: float = 1.0) -> Fusion:
-    """RRF as pipeline.search.query fuses, with weights dense_weight and 2 - dense_weight."""
+    """RRF as pipeline.search.candidates fuses, with weights dense_weight and 2 - dense_weight."""
 
     def score(dense: int | None, keyword: int | None) -> float:
         total = 0.0

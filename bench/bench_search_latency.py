@@ -10,8 +10,9 @@ keyword vectors have realistic lengths and IDF spread), 20 chunks per document, 
 metadata. Writing goes through `VectorStore.write_chunks` and is timed; one `publish` is timed
 too, then the rest is made live in one call.
 
-Latency is measured around `search()` (filter parsing, both Qdrant queries, fusion, version
-consistency and result building) but not the query embedding: queries carry pre-made random
+Latency is measured around `resolve_target()` and `search()` (reading the index's config,
+filter parsing, both Qdrant queries, fusion, version consistency and result building), as the
+API runs them for each request, but not the query embedding: queries carry pre-made random
 unit vectors, looked up by text, and 3-word keyword queries of mid-frequency words. top_k=10.
 """
 
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pipeline.embedders.base import EmbeddingConfig, ProgressCallback  # noqa: E402
-from pipeline.search import SearchRequest, search  # noqa: E402
+from pipeline.search import SearchRequest, resolve_target, search  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.sparse import encode_document  # noqa: E402
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore  # noqa: E402
@@ -176,9 +177,8 @@ def run_size(size: int, queries: int, budget: float, seed: int) -> dict[str, obj
             # one warm-up query, then queries until `queries` ran or the budget is spent
             search(
                 store,
-                INDEX,
+                resolve_target(store, INDEX, embedder_for=lambda _config: embedder),
                 SearchRequest.model_validate({"query": texts[0], **fields}),
-                embedder=embedder,
             )
             timings: list[float] = []
             budget_end = time.perf_counter() + budget
@@ -187,7 +187,8 @@ def run_size(size: int, queries: int, budget: float, seed: int) -> dict[str, obj
                     break
                 request = SearchRequest.model_validate({"query": text, "top_k": 10, **fields})
                 t0 = time.perf_counter()
-                response = search(store, INDEX, request, embedder=embedder)
+                target = resolve_target(store, INDEX, embedder_for=lambda _config: embedder)
+                response = search(store, target, request)
                 timings.append((time.perf_counter() - t0) * 1000)
                 assert response.results, "a search found nothing"
             latencies[label] = (

@@ -56,7 +56,7 @@ from qdrant_client import QdrantClient  # noqa: E402
 
 from pipeline import metrics  # noqa: E402
 from pipeline.embedders.base import EmbeddingConfig  # noqa: E402
-from pipeline.search import SearchRequest, search  # noqa: E402
+from pipeline.search import SearchRequest, SearchResponse, resolve_target, search  # noqa: E402
 from pipeline.settings import Settings  # noqa: E402
 from pipeline.store import ChunkRecord, IndexConfig, VectorStore  # noqa: E402
 from pipeline.store import edge_convert as convert  # noqa: E402
@@ -208,13 +208,21 @@ def fill(store: VectorStore, size: int, rng: np.random.Generator, vocabulary: li
     return writing
 
 
+def search_once(
+    store: VectorStore, embedder: PremadeEmbedder, request: SearchRequest
+) -> SearchResponse:
+    """One search as the API runs it: resolve the index (its config read), then search."""
+    target = resolve_target(store, INDEX, embedder_for=lambda _config: embedder)
+    return search(store, target, request)
+
+
 def time_search(
     store: VectorStore, embedder: PremadeEmbedder, texts: list[str], budget: float
 ) -> dict[str, tuple[int, float, float]]:
     latencies = {}
     for label, fields in MODES:
         request = SearchRequest.model_validate({"query": texts[0], **fields})
-        search(store, INDEX, request, embedder=embedder)  # warm-up
+        search_once(store, embedder, request)  # warm-up
         timings: list[float] = []
         deadline = time.perf_counter() + budget
         for text in texts:
@@ -222,7 +230,7 @@ def time_search(
                 break
             request = SearchRequest.model_validate({"query": text, "top_k": 10, **fields})
             started = time.perf_counter()
-            response = search(store, INDEX, request, embedder=embedder)
+            response = search_once(store, embedder, request)
             timings.append((time.perf_counter() - started) * 1000)
             assert response.results, "a search found nothing"
         latencies[label] = (len(timings), percentile(timings, 50), percentile(timings, 95))
@@ -275,7 +283,7 @@ def run(
         store.close()
         started = time.perf_counter()
         store = open_store(engine, data_dir)
-        search(store, INDEX, SearchRequest(query=texts[1], mode="hybrid"), embedder=embedder)
+        search_once(store, embedder, SearchRequest(query=texts[1], mode="hybrid"))
         restart = time.perf_counter() - started
         store.close()
         wal_mb = sum(directory_mb(wal) for wal in data_dir.glob("edge/*/shard/wal"))

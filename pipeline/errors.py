@@ -11,7 +11,8 @@
     │   ├── DocumentTooLarge          document_too_large
     │   ├── ExtractionTimeout         timeout (parsing ran past its CPU or wall-clock limit)
     │   ├── InvalidMetadata           invalid_metadata
-    │   └── EmbeddingFailed           embedding_failed
+    │   ├── EmbeddingFailed           embedding_failed
+    │   └── UnknownProvider           validation_error (no embedding provider of that name)
     ├── RequestError                  the request cannot be served as asked (a 4xx); raised
     │   │                             in a job too (its index deleted meanwhile), it fails it
     │   ├── InvalidIndexName          invalid_index_name
@@ -120,6 +121,14 @@ class InvalidMetadata(PermanentError):
 
 class EmbeddingFailed(PermanentError):
     code = "embedding_failed"
+
+
+class UnknownProvider(PermanentError):
+    """An embedding config names a provider that no `register_provider` call registered (the
+    contract's code for a request that fails validation, as an unknown name did when the
+    provider was a closed list)."""
+
+    code = "validation_error"
 
 
 class InvalidIndexName(RequestError):

@@ -17,11 +17,11 @@ from redis import Redis
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
 from pipeline.embedders.registry import build_embedder
-from pipeline.errors import DocumentNotFound, IndexNotFound, StoreNotHere
+from pipeline.errors import DocumentNotFound, StoreNotHere
 from pipeline.jobs.state import JobStore
 from pipeline.keys import Keys
 from pipeline.redis_errors import REDIS_DOWN
-from pipeline.search import SearchRequest, SearchResponse, search
+from pipeline.search import SearchRequest, SearchResponse, resolve_target, search
 from pipeline.settings import Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT, DocumentFence
@@ -129,18 +129,8 @@ class Services:
 
     def search(self, index: str, request: SearchRequest) -> SearchResponse:
         """Run `request` against `index` with the embedder its config names."""
-        config = self.store.index_config(index)
-        if config is None:
-            raise IndexNotFound(f"Index '{index}' does not exist.")
-        embedder = self.embedder_for(config.embedding)
-        return search(
-            self.store,
-            index,
-            request,
-            embedder=embedder,
-            query_cache=self.query_cache,
-            config=config,
-        )
+        target = resolve_target(self.store, index, embedder_for=self.embedder_for)
+        return search(self.store, target, request, query_cache=self.query_cache)
 
     def redis_ok(self) -> str | None:
         """Return None if Redis answers, else why not."""

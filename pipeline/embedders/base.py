@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,7 +28,9 @@ class EmbeddingConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: Literal["local", "openai"] = "local"
+    provider: str = "local"
+    """The name of a registered provider (`pipeline.embedders.registry`), checked where the
+    embedder is built: `local`, `openai`, or one added with `register_provider`."""
     model: str = "all-MiniLM-L6-v2"
     dimensions: int | None = Field(default=None, gt=0, le=65536)
 

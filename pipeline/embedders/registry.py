@@ -2,7 +2,9 @@
 
 A provider is a factory registered under the name an `EmbeddingConfig` carries, as simonw/llm's
 `register_embedding_models` hook does: adding one is a `register_provider` call, not another
-branch. The factories import their provider's module when called, so neither onnxruntime nor
+branch. The name is a plain string everywhere (settings, index configs) and is checked here,
+when an embedder is built, so a provider registered by the caller is as nameable as the two
+built in. The factories import their provider's module when called, so neither onnxruntime nor
 openai is imported until an embedder of that kind is built.
 """
 
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pipeline.embedders.base import Embedder, EmbeddingConfig
+from pipeline.errors import UnknownProvider
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -29,18 +32,22 @@ def register_provider(name: str, factory: EmbedderFactory) -> None:
     PROVIDERS[name] = factory
 
 
+def provider_factory(name: str) -> EmbedderFactory:
+    """Return the factory registered as `name`; `UnknownProvider`, naming the known, if none."""
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        known = ", ".join(sorted(PROVIDERS))
+        raise UnknownProvider(
+            f"Unknown embedding provider '{name}'; the known providers are: {known}."
+        ) from None
+
+
 def build_embedder(
     config: EmbeddingConfig, *, settings: Settings, redis: Redis | None = None
 ) -> Embedder:
     """Build the embedder for `config`; `redis` enables the shared rate limiter."""
-    try:
-        factory = PROVIDERS[config.provider]
-    except KeyError:
-        known = ", ".join(sorted(PROVIDERS))
-        raise ValueError(
-            f"unknown embedding provider {config.provider!r}; known: {known}"
-        ) from None
-    return factory(config, settings, redis)
+    return provider_factory(config.provider)(config, settings, redis)
 
 
 def _local(config: EmbeddingConfig, settings: Settings, redis: Redis | None) -> Embedder:

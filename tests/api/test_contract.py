@@ -95,6 +95,18 @@ def test_validation_error(client: httpx.Client) -> None:
     assert is_contract_error(client.get("/v1/jobs?limit=0"), status=422, code="validation_error")
 
 
+@pytest.mark.parametrize(
+    "embedding", [{"provider": "cohere"}, {"provider": "cohere", "dimensions": 8}]
+)
+def test_unknown_embedding_provider(client: httpx.Client, embedding: dict[str, object]) -> None:
+    """Refused as invalid, with the names that are known, even when nothing would be built."""
+    response = client.put("/v1/indexes/unknown-provider", json={"embedding": embedding})
+    assert is_contract_error(response, status=422, code="validation_error")
+    assert "'cohere'" in response.json()["error"]["message"]
+    assert "local, openai" in response.json()["error"]["message"]
+    assert client.get("/v1/indexes/unknown-provider").status_code == 404
+
+
 def test_invalid_metadata(client: httpx.Client) -> None:
     response = upload(client, "docs", b"some notes", metadata="{not json")
     assert is_contract_error(response, status=400, code="invalid_metadata")

@@ -19,7 +19,7 @@ import pytest
 
 from pipeline.ingest.runner import RetryJob, run_job
 from pipeline.keys import INGEST_QUEUE
-from pipeline.search import SearchRequest, search
+from pipeline.search import SearchRequest, resolve_target, search
 from pipeline.settings import Settings
 from pipeline.store.engine import open_engine
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
@@ -361,9 +361,10 @@ def test_a_store_failing_mid_write_backs_off_then_completes_and_keeps_the_old_ve
         return spec.job_id
 
     def hits(word: str) -> list[tuple[str, int]]:
-        embedder = services.embedder_for(services.ensure_index(index).embedding)
+        services.ensure_index(index)
+        target = resolve_target(store, index, embedder_for=services.embedder_for)
         request = SearchRequest(query=word, mode="keyword", top_k=100)
-        found = search(store, index, request, embedder=embedder).results
+        found = search(store, target, request).results
         return sorted((hit.document_id, hit.chunk_index) for hit in found)
 
     with private_redis(prefix):

@@ -17,7 +17,7 @@ from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_docum
 from pipeline.indexing.request import STEPS
 from pipeline.ingest.file import window_chunks
 from pipeline.prepare import PreparedDocument, prepare_document
-from pipeline.search import SearchMode, SearchRequest, search
+from pipeline.search import SearchMode, SearchRequest, resolve_target, search
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import DocumentFence
@@ -142,7 +142,8 @@ def found_texts(
     store: VectorStore, embedder: LocalEmbedder, query: str, mode: SearchMode = "hybrid"
 ) -> set[str]:
     request = SearchRequest(query=query, top_k=50, mode=mode, filter={"document_id": DOC})
-    return {result.text for result in search(store, INDEX, request, embedder=embedder).results}
+    target = resolve_target(store, INDEX, embedder_for=lambda _config: embedder)
+    return {result.text for result in search(store, target, request).results}
 
 
 def crash_at(step: str) -> Callable[[str], None]:

@@ -7,25 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
 from pipeline.embedders.base import EmbeddingConfig, QueryCache
 from pipeline.embedders.local import LocalEmbedder
 from pipeline.errors import IndexNotFound, InvalidFilter
-from pipeline.search.query import (
-    RRF_K,
-    Candidate,
-    Result,
-    Scores,
-    SearchRequest,
-    candidate_limit,
-    fuse,
-    search,
-    select,
-)
+from pipeline.search import SearchTarget, resolve_target, search
+from pipeline.search.candidates import RRF_K, candidate_limit, fuse
+from pipeline.search.request import Result, Scores, SearchRequest
 from pipeline.settings import Settings
 from pipeline.sparse import encode_document, encode_query
-from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, ScoredChunk, VectorStore
+from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore
 
 INDEX = "kb"
 CONFIG = IndexConfig(
@@ -161,9 +152,14 @@ def store(
         yield vector_store
 
 
+def target(store: VectorStore, index: str, embedder: LocalEmbedder) -> SearchTarget:
+    """`index` searched with `embedder`, which must be the index's model."""
+    return resolve_target(store, index, embedder_for=lambda _config: embedder)
+
+
 def run(store: VectorStore, embedder: LocalEmbedder, query: str, **fields: object) -> list[Result]:
     request = SearchRequest.model_validate({"query": query, **fields})
-    return search(store, INDEX, request, embedder=embedder).results
+    return search(store, target(store, INDEX, embedder), request).results
 
 
 def keys(results: list[Result]) -> list[tuple[str, int]]:
@@ -333,36 +329,6 @@ def test_score_threshold_in_hybrid_and_keyword_mode(
     ]
 
 
-def _chunk(point: str, document_id: str = "d", version: int = 1, score: float = 0.5) -> ScoredChunk:
-    return ScoredChunk(point, score, document_id, version, 0, "t", None, None, None, None, [], {})
-
-
-def test_hybrid_threshold_drops_chunks_found_by_keyword_only() -> None:
-    dense = [_chunk("a", score=0.9), _chunk("b", score=0.3)]
-    keyword = [_chunk("c", score=7.0), _chunk("a", score=2.0)]
-    fused = fuse(dense, keyword)
-    assert [(c.chunk.id, c.vector, c.keyword) for c in fused] == [
-        ("a", 0.9, 2.0), ("c", None, 7.0), ("b", 0.3, None)
-    ]  # fmt: skip
-    assert fused[0].score == pytest.approx(1 / RRF_K + 1 / (RRF_K + 1))
-    plain = select(fused, SearchRequest(query="q", top_k=10))
-    assert [c.chunk.id for c in plain] == ["a", "c", "b"]
-    cut = select(fused, SearchRequest(query="q", top_k=10, score_threshold=0.2))
-    assert [c.chunk.id for c in cut] == ["a", "b"]
-
-
-def test_select_keeps_each_documents_newest_version_first() -> None:
-    candidates = [
-        Candidate(_chunk("old", "d", 1), 0.9, vector=0.9),
-        Candidate(_chunk("new", "d", 2), 0.5, vector=0.5),
-        Candidate(_chunk("other", "e", 1), 0.7, vector=0.7),
-    ]
-    chosen = select(candidates, SearchRequest(query="q", top_k=1))
-    assert [c.chunk.id for c in chosen] == ["other"]
-    chosen = select(candidates, SearchRequest(query="q", top_k=5))
-    assert [c.chunk.id for c in chosen] == ["other", "new"]
-
-
 # --- filters, isolation, errors -----------------------------------------------------------
 
 
@@ -399,8 +365,8 @@ def test_indexes_are_searched_alone(store: VectorStore, embedder: LocalEmbedder)
     for mode in ("vector", "keyword", "hybrid"):
         results = run(store, embedder, ERROR_CODE, mode=mode, top_k=TOTAL_CHUNKS)
         assert results and {r.text for r in results} <= own_texts
-    other = search(store, "other", SearchRequest(query=ERROR_CODE), embedder=embedder).results
-    assert [r.text for r in other] == [f"{ERROR_CODE} in another index"]
+    other = search(store, target(store, "other", embedder), SearchRequest(query=ERROR_CODE))
+    assert [r.text for r in other.results] == [f"{ERROR_CODE} in another index"]
 
 
 def test_the_index_embedder_is_required(store: VectorStore, embedder: LocalEmbedder) -> None:
@@ -409,48 +375,45 @@ def test_the_index_embedder_is_required(store: VectorStore, embedder: LocalEmbed
         IndexConfig(embedding=EmbeddingConfig(model="all-MiniLM-L12-v2", dimensions=384)),
     )
     with pytest.raises(ValueError, match="all-MiniLM-L12-v2"):
-        search(store, "minilm-l12", SearchRequest(query="q"), embedder=embedder)
+        target(store, "minilm-l12", embedder)
+
+
+def test_the_target_asks_once_for_the_embedder_of_the_index_model(
+    store: VectorStore, embedder: LocalEmbedder
+) -> None:
+    asked: list[EmbeddingConfig] = []
+
+    def embedder_for(config: EmbeddingConfig) -> LocalEmbedder:
+        asked.append(config)
+        return embedder
+
+    found = resolve_target(store, INDEX, embedder_for=embedder_for)
+    assert asked == [CONFIG.embedding]
+    assert (found.index, found.embedder) == (INDEX, embedder)
 
 
 def test_errors(store: VectorStore, embedder: LocalEmbedder) -> None:
     with pytest.raises(IndexNotFound):
-        search(store, "missing", SearchRequest(query="q"), embedder=embedder)
+        target(store, "missing", embedder)
     with pytest.raises(InvalidFilter):
-        search(store, INDEX, SearchRequest(query="q", filter={"dept": {"a": 1}}), embedder=embedder)
-
-
-@pytest.mark.parametrize(
-    "fields",
-    [{"query": ""}, {"top_k": 0}, {"top_k": 101}, {"mode": "semantic"},
-     {"max_chunks_per_document": 0}, {"surprise": 1}],
-)  # fmt: skip
-def test_request_validation(fields: dict[str, object]) -> None:
-    with pytest.raises(ValidationError):
-        SearchRequest.model_validate({"query": "q", **fields})
-
-
-def test_request_defaults() -> None:
-    request = SearchRequest(query="q")
-    assert (request.top_k, request.mode, request.filter) == (5, "hybrid", None)
-    assert (request.max_chunks_per_document, request.score_threshold) == (None, None)
+        search(
+            store,
+            target(store, INDEX, embedder),
+            SearchRequest(query="q", filter={"dept": {"a": 1}}),
+        )
 
 
 def test_query_cache_and_timing(store: VectorStore, embedder: LocalEmbedder) -> None:
     cache = QueryCache(8)
     request = SearchRequest(query="bake bread")
-    first = search(store, INDEX, request, embedder=embedder, query_cache=cache)
-    second = search(store, INDEX, request, embedder=embedder, query_cache=cache)
+    kb = target(store, INDEX, embedder)
+    first = search(store, kb, request, query_cache=cache)
+    second = search(store, kb, request, query_cache=cache)
     assert (cache.misses, cache.hits) == (1, 1)
     assert keys(first.results) == keys(second.results)
     assert first.results[0].document_id == "bread"
     assert first.took_ms > 0 and second.took_ms > 0
-    search(
-        store,
-        INDEX,
-        SearchRequest(query="other", mode="keyword"),
-        embedder=embedder,
-        query_cache=cache,
-    )
+    search(store, kb, SearchRequest(query="other", mode="keyword"), query_cache=cache)
     assert cache.misses == 1  # keyword mode embeds nothing
 
 

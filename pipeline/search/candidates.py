@@ -1,0 +1,85 @@
+"""The candidates of a search: how many each retriever fetches, how two lists are fused, and
+which of them make the response.
+
+Hybrid fuses the dense and keyword lists here with Reciprocal Rank Fusion: a chunk scores
+sum(1 / (RRF_K + rank)) over the lists it is in, rank counted from 0, which is Qdrant's own
+formula (tests check the ranking against Qdrant's `RrfQuery`). Qdrant could fuse server-side,
+but its fused points carry only the fused score, and the contract returns each retriever's own
+score per result (`scores.vector`, `scores.keyword`) so callers can threshold on a meaningful
+number.
+
+A response holds one version of each document: among the candidates, a document keeps only
+the chunks of its highest version (two versions are live for a moment while one replaces the
+other). Then come `score_threshold`, `max_chunks_per_document` and `top_k`, in that order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from pipeline.search.request import SearchMode, SearchRequest
+from pipeline.store import ScoredChunk
+
+RRF_K = 60
+"""Rank constant of Reciprocal Rank Fusion: 60 as in Cormack et al. (2009), who count ranks
+from 1 (with Qdrant's ranks from 0, the same constant weighs the first place a little more).
+Other constants and weights gained nothing measurable: BENCHMARKS.md, "Retrieval quality by
+search mode"."""
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A chunk a retriever found: its score in the ranking, and each retriever's own."""
+
+    chunk: ScoredChunk
+    score: float
+    vector: float | None = None
+    keyword: float | None = None
+
+
+def candidate_limit(top_k: int) -> int:
+    """Candidates fetched per retriever, so version and per-document cuts still fill top_k."""
+    return max(top_k * 4, 50)
+
+
+def fuse(
+    dense: list[ScoredChunk], keyword: list[ScoredChunk], *, k: int = RRF_K
+) -> list[Candidate]:
+    """Fuse two ranked lists by RRF, best first; ties keep first-seen order (dense first)."""
+    fused: dict[str, Candidate] = {}
+    for rank, hit in enumerate(dense):
+        fused[hit.id] = Candidate(hit, 1.0 / (k + rank), vector=hit.score)
+    for rank, hit in enumerate(keyword):
+        if (candidate := fused.get(hit.id)) is None:
+            fused[hit.id] = Candidate(hit, 1.0 / (k + rank), keyword=hit.score)
+        else:
+            candidate.score += 1.0 / (k + rank)
+            candidate.keyword = hit.score
+    return sorted(fused.values(), key=lambda candidate: candidate.score, reverse=True)
+
+
+def select(candidates: list[Candidate], request: SearchRequest) -> list[Candidate]:
+    """Apply version consistency, the threshold, the per-document cap and top_k, in order."""
+    newest: dict[str, int] = {}
+    for candidate in candidates:
+        chunk = candidate.chunk
+        newest[chunk.document_id] = max(chunk.version, newest.get(chunk.document_id, 0))
+    kept = [c for c in candidates if c.chunk.version == newest[c.chunk.document_id]]
+    if (threshold := request.score_threshold) is not None:
+        kept = [c for c in kept if _passes(c, request.mode, threshold)]
+    kept.sort(key=lambda candidate: candidate.score, reverse=True)
+    if (cap := request.max_chunks_per_document) is not None:
+        per_document: Counter[str] = Counter()
+        capped = []
+        for candidate in kept:
+            per_document[candidate.chunk.document_id] += 1
+            if per_document[candidate.chunk.document_id] <= cap:
+                capped.append(candidate)
+        kept = capped
+    return kept[: request.top_k]
+
+
+def _passes(candidate: Candidate, mode: SearchMode, threshold: float) -> bool:
+    score = candidate.keyword if mode == "keyword" else candidate.vector
+    return score is not None and score >= threshold

@@ -1,0 +1,56 @@
+"""A search as the API receives it, and the response it gets: the contract's shapes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SearchMode = Literal["hybrid", "vector", "keyword"]
+
+
+class SearchRequest(BaseModel):
+    """A search as the API receives it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=10_000)
+    top_k: int = Field(default=5, ge=1, le=100)
+    mode: SearchMode = "hybrid"
+    filter: dict[str, Any] | None = None
+    """Equality per key (any-of for a list); `document_id` or user metadata keys."""
+    max_chunks_per_document: int | None = Field(default=None, ge=1)
+    score_threshold: float | None = None
+    """Least vector similarity in vector and hybrid mode (hybrid then drops chunks found by
+    keyword only, which have none); least keyword score in keyword mode."""
+
+
+class Scores(BaseModel):
+    """Each retriever's own score, where it found the chunk (higher is better)."""
+
+    vector: float | None
+    """Cosine similarity to the query."""
+    keyword: float | None
+    """IDF-weighted term match (BM25)."""
+
+
+class Result(BaseModel):
+    document_id: str
+    chunk_index: int
+    text: str
+    score: float
+    """Higher is better: cosine similarity, keyword score or fused RRF score by mode."""
+    scores: Scores
+    filename: str | None
+    format: str | None
+    page_start: int | None
+    page_end: int | None
+    headings: list[str]
+    metadata: dict[str, Any]
+    ocr: dict[str, Any] | None = None
+    """The chunk's pages read by OCR, `{"pages", "confidence"}` (mean, 0-1); None if none."""
+
+
+class SearchResponse(BaseModel):
+    results: list[Result]
+    took_ms: float
