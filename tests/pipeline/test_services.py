@@ -4,7 +4,6 @@ it (real Redis, Qdrant in memory, the fake embedding server)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,9 @@ from pipeline.errors import DocumentNotFound, Superseded
 from pipeline.indexing import IndexHooks
 from pipeline.ingest.file import IngestHooks, IngestRequest, ingest_file
 from pipeline.services import Services
-from tests.support.embedding_server import FakeEmbeddingServer
-from tests.support.redis_db import TestRedis
-from tests.support.services import services_factory
 
 INDEX = "notes"
 DOC = "notes.txt"
-
-
-@pytest.fixture
-def services(
-    tmp_path: Path, embedding_server: FakeEmbeddingServer, redis_db: TestRedis
-) -> Iterator[Services]:
-    with services_factory(tmp_path, redis_db.prefix, embedding_server) as make:
-        yield make()
 
 
 def request(tmp_path: Path, tag: str) -> IngestRequest:

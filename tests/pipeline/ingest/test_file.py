@@ -3,7 +3,6 @@ in memory, the fake embedding server over HTTP, real parsing in the limited chil
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,9 @@ from pipeline.indexing import IndexHooks
 from pipeline.ingest.file import IngestHooks, IngestRequest, ingest_file, window_chunks
 from pipeline.keys import JobStage
 from pipeline.services import Services
-from tests.support.embedding_server import FakeEmbeddingServer
-from tests.support.redis_db import TestRedis
-from tests.support.services import services_factory
 
 INDEX = "notes"
 DOC = "notes.txt"
-
-
-@pytest.fixture
-def services(
-    tmp_path: Path, embedding_server: FakeEmbeddingServer, redis_db: TestRedis
-) -> Iterator[Services]:
-    with services_factory(tmp_path, redis_db.prefix, embedding_server) as make:
-        yield make()
 
 
 def notes(tmp_path: Path, paragraphs: int = 12) -> Path:
