@@ -20,11 +20,9 @@ parsing child and other jobs a spinning thread burns time that the others need.
 
 The default `max_seq_length` is 512, the model's full position range, although it was trained
 at 128. At 256 the tail of a long input is cut and invisible to dense search, and long inputs are
-common: 71% of SciFact abstracts, 9-97% of default 1,000-character chunks depending on the
-text. On full SciFact 512 scored nDCG@10 0.656 / R@10 0.803 against 0.647 / 0.788 at 256, on
-Cranfield 0.376 against 0.381 (noise for 225 queries). Batches are padded to their own longest
-member, so only inputs longer than 256 tokens pay more (SciFact: 214 against 141 CPU ms per
-abstract). BENCHMARKS.md, "Local model", has the runs.
+common (most SciFact abstracts, and many default 1,000-character chunks); on SciFact 512
+retrieves better, on Cranfield no worse. Batches are padded to their own longest member, so
+only inputs longer than 256 tokens pay more. BENCHMARKS.md, "Local model", has the runs.
 """
 
 from __future__ import annotations
@@ -57,9 +55,8 @@ MAX_POSITIONS = 512
 
 DEFAULT_MAX_SEQ_LENGTH = 512
 DEFAULT_MAX_BATCH = 16
-"""Inputs per `session.run`. Measured on length-sorted SciFact abstracts at 512 tokens, CPU
-time per input grows with the batch past 16 (8/16: ~215 ms, 32: ~250 ms, 64: ~295 ms); at 256
-tokens it is flat."""
+"""Inputs per `session.run`: at 512 tokens the CPU time per input grows with the batch past
+16, at 256 it is flat (BENCHMARKS.md, "Local model")."""
 
 DEFAULT_MAX_BATCH_TOKENS = 512
 """Padded tokens (inputs × longest input) per `session.run`: 16 inputs up to 32 tokens,
