@@ -32,7 +32,7 @@ What needs the whole document, and where it comes from:
   written with each window; those known only once the whole document is extracted (pages,
   words, title, author, language, OCR summary, `chunk_count`) are set on every point of the
   version by `publish`, in the same update that makes them live. So the first window is
-  embedded while the child is still reading later pages (`pipeline.prepare.DocumentStream`);
+  embedded while the child is still reading later pages (`pipeline.prepare.Preparer`);
 - the keyword vectors: BM25's length normalisation uses a per-index average
   (`sparse.average_length` of the chunk size), not the document's, so each chunk is encoded
   alone; IDF is the store's;
