@@ -19,6 +19,7 @@ from pipeline import metrics
 from pipeline.errors import (
     Cancelled,
     DependencyUnavailable,
+    IngestError,
     PermanentError,
     ProviderRateLimited,
     RequestError,
@@ -31,7 +32,9 @@ from pipeline.ingest.heartbeat import Heartbeat
 from pipeline.ingest.progress import JobProgress, LostJob
 from pipeline.jobs.job import JobWork
 from pipeline.jobs.state import JobStore
+from pipeline.redis_errors import map_redis_errors
 from pipeline.services import Services
+from pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,8 @@ def run_job(
     with log_context.bound(job_id=job_id):
         outcome = _run_job(services, job_id, timeout_errors=timeout_errors)
         log.info("job %s: %s", job_id, outcome)  # one line per run, with the job's fields
+        if outcome == "exhausted":  # after the line: a dead holder's lock may hold this up
+            _drop_unpublished(services, job_id)
         return outcome
 
 
@@ -140,6 +145,38 @@ def _fail(jobs: JobStore, job_id: str, attempt: int, error: dict[str, str]) -> s
     jobs.fail(job_id, attempt, error)
     metrics.JOBS_FINISHED.labels("failed", error["code"]).inc()
     return f"failed: {error['code']}"
+
+
+def _drop_unpublished(services: Services, job_id: str) -> None:
+    """Delete what the killed attempts of a job failed as exhausted left staged: its version,
+    unless that version was published before the last kill (then it is the document).
+
+    Staged points are invisible to search, but they would stay in the index for good: no
+    attempt of this job runs again to overwrite or drop them. Under the document's store lock,
+    so a stale attempt still writing cannot publish what is being dropped; a killed holder's
+    lock lapses within `KEEP_ALIVE_TIMEOUT`.
+    """
+    try:
+        work = services.jobs.work(job_id)
+        if work.version is None:  # no attempt got as far as writing
+            return
+        index, document_id = work.job.index, work.job.document_id
+        store = services.store
+        with (
+            map_redis_errors(),
+            services.fence.lock(
+                index,
+                document_id,
+                timeout=KEEP_ALIVE_TIMEOUT,
+                blocking_timeout=DEFAULT_LOCK_TIMEOUT,
+                keep_alive=True,
+            ),
+        ):
+            live = store.live_document(index, document_id)
+            if live is None or live.version != work.version:
+                store.discard(index, document_id, work.version)
+    except IngestError as exc:  # best effort: the job has failed either way
+        log.warning("staged points of job %s not dropped: %s", job_id, exc)
 
 
 def _lost(job_id: str) -> str:
