@@ -21,6 +21,7 @@ from pipeline.errors import (
     IndexConflict,
     IndexNotFound,
     IngestError,
+    InvalidEmbedding,
     InvalidIndexName,
     InvalidUpload,
     JobNotFound,
@@ -29,7 +30,6 @@ from pipeline.errors import (
     StoreNotHere,
     TransientError,
     Unauthorized,
-    UnknownProvider,
     UnsupportedFormat,
     UploadTooLarge,
 )
@@ -54,7 +54,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     DocumentTooLarge: 413,
     UnsupportedFormat: 415,
     InvalidIndexName: 422,
-    UnknownProvider: 422,
+    InvalidEmbedding: 422,  # and UnknownProvider
     StoreLocked: 503,
     StoreNotHere: 503,
     TransientError: 503,

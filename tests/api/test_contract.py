@@ -107,6 +107,25 @@ def test_unknown_embedding_provider(client: httpx.Client, embedding: dict[str, o
     assert client.get("/v1/indexes/unknown-provider").status_code == 404
 
 
+@pytest.mark.parametrize(
+    "embedding",
+    [
+        {"provider": "local", "model": "nonexistent-model"},  # was a 500 (ValueError)
+        {"provider": "local", "dimensions": 5},  # was a 201, then every upload failed
+        {"provider": "local", "model": "nonexistent-model", "dimensions": 384},
+    ],
+)
+def test_an_embedding_the_local_provider_cannot_build_is_refused_at_put(
+    client: httpx.Client, embedding: dict[str, object]
+) -> None:
+    """422 naming the bundled model and its dimensions; no index is created."""
+    response = client.put("/v1/indexes/bad-local", json={"embedding": embedding})
+    assert is_contract_error(response, status=422, code="validation_error")
+    message = response.json()["error"]["message"]
+    assert "all-MiniLM-L6-v2" in message and "384 dimensions" in message, message
+    assert client.get("/v1/indexes/bad-local").status_code == 404
+
+
 def test_invalid_metadata(client: httpx.Client) -> None:
     response = upload(client, "docs", b"some notes", metadata="{not json")
     assert is_contract_error(response, status=400, code="invalid_metadata")
