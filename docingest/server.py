@@ -20,6 +20,7 @@ from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
 from api.app import create_app
+from api.errors import JsonErrorProtocol
 from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis, redact_url
 from pipeline.embedders.artifacts import verify_bundled_files
 from pipeline.errors import IngestError
@@ -213,6 +214,7 @@ def _http_config(app: Any, settings: Settings, *, log_level: str) -> uvicorn.Con
         log_level=log_level,
         log_config=_uvicorn_log_config(settings),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        http=JsonErrorProtocol,
     )
 
 
