@@ -226,6 +226,8 @@ def _note(item: Item, *, waited: bool) -> str:
     if not waited:
         return item.job_id or ""
     result = item.result or {}
+    if result.get("format_note"):  # a text file named .pdf, read as text
+        return str(result["format_note"])
     if result.get("unchanged"):
         return "unchanged (already stored; --force re-processes it)"
     if result.get("chunks_reused"):

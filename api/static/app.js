@@ -429,6 +429,8 @@ class UploadRow {
     parts.push(plural(result.chunks, "chunk"));
     if (!result.unchanged && result.chunks_reused) parts.push(`${result.chunks_reused} reused`);
     parts.push(`version ${result.version}`);
+    // A name that promised another format (a text file named .pdf) is said, never silent.
+    if (result.format_note) parts.push(result.format_note);
     this.set("completed", parts.join(" · "));
     this.node.dataset.unchanged = String(Boolean(result.unchanged));
     announce(`${this.file.name}: ${result.unchanged ? "unchanged" : "done"}.`);
