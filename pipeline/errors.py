@@ -22,6 +22,7 @@
     │   ├── IndexNotFound             index_not_found
     │   ├── DocumentNotFound          document_not_found
     │   ├── InvalidFilter             invalid_filter
+    │   ├── InvalidExport             invalid_export (an import file truncated or damaged)
     │   ├── UploadTooLarge            upload_too_large
     │   ├── InvalidUpload             invalid_upload
     │   ├── JobNotFound               job_not_found
@@ -160,6 +161,12 @@ class DocumentNotFound(RequestError):
 
 class InvalidFilter(RequestError):
     code = "invalid_filter"
+
+
+class InvalidExport(RequestError):
+    """A file given to `docingest import` that is not a whole, valid export."""
+
+    code = "invalid_export"
 
 
 class UploadTooLarge(RequestError):
