@@ -63,7 +63,12 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
 }
 """Status per error class; a subclass inherits its nearest listed ancestor's, else 400."""
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "upload_too_large"}
+_HTTP_CODES = {
+    400: "invalid_request",  # a body FastAPI cannot parse (JSON nested 100,000 deep)
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "upload_too_large",
+}
 
 
 def status_for(error: IngestError) -> int:
