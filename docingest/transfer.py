@@ -90,4 +90,6 @@ def _file_lines(path: Path) -> Iterator[str]:
 
 def _spooled_lines(spool: IO[str]) -> Iterator[str]:
     spool.seek(0)
-    yield from spool
+    # Through iter(): `yield from spool` closes the spool when this generator is closed
+    # (PEP 380), and the import reads the header alone first.
+    yield from iter(spool.readline, "")

@@ -64,13 +64,14 @@ def import_index(
     Raises `InvalidExport` for a file that is not a complete export, `IndexConflict` when the
     index exists and `merge` is false (or its settings differ from the file's).
     """
-    name, config, count = _check(open_lines(), index=index)
+    name, _ = _header(_rows(open_lines()), index=index)
     existed = store.index_config(name) is not None
-    if existed and not merge:
+    if existed and not merge:  # said before the whole file is read
         raise IndexConflict(
-            f"Index '{name}' already exists; importing would add the file's {count} points to "
-            "it. Pass --merge to do so, or --index to import under another name."
+            f"Index '{name}' already exists; importing would add the file's points to it. "
+            "Pass --merge to do so, or --index to import under another name."
         )
+    name, config, count = _check(open_lines(), index=index)
     store.create_index(name, config)  # with merge: IndexConflict if the settings differ
     try:
         imported = 0
@@ -87,19 +88,7 @@ def import_index(
 def _check(lines: Iterable[str], *, index: str | None) -> tuple[str, IndexConfig, int]:
     """Read the whole file once: its header and config, every point, the count at its end."""
     rows = _rows(lines)
-    number, header = next(rows, (1, None))
-    if (
-        not isinstance(header, dict)
-        or header.get("format") != FORMAT
-        or header.get("version") not in READABLE_VERSIONS
-    ):
-        raise InvalidExport(
-            f"This is not a {FORMAT} file (versions {', '.join(map(str, READABLE_VERSIONS))}): "
-            "its first line is not the header `docingest export` writes."
-        )
-    name = index or header.get("index")
-    if not isinstance(name, str):
-        raise InvalidExport("The export's header names no index; pass --index.")
+    name, header = _header(rows, index=index)
     config = _config(header.get("config"))
     count, end = 0, None
     for number, row in rows:
@@ -126,6 +115,24 @@ def _check(lines: Iterable[str], *, index: str | None) -> tuple[str, IndexConfig
                 f"The export says it holds {end.get('points')} points but {count} were read."
             )
     return name, config, count
+
+
+def _header(rows: Iterator[tuple[int, Any]], *, index: str | None) -> tuple[str, dict[str, Any]]:
+    """The index name (`index`, or the exported one) and the header, from the first row."""
+    _, header = next(rows, (1, None))
+    if (
+        not isinstance(header, dict)
+        or header.get("format") != FORMAT
+        or header.get("version") not in READABLE_VERSIONS
+    ):
+        raise InvalidExport(
+            f"This is not a {FORMAT} file (versions {', '.join(map(str, READABLE_VERSIONS))}): "
+            "its first line is not the header `docingest export` writes."
+        )
+    name = index or header.get("index")
+    if not isinstance(name, str):
+        raise InvalidExport("The export's header names no index; pass --index.")
+    return name, header
 
 
 def _config(raw: Any) -> IndexConfig:
