@@ -87,3 +87,12 @@ def test_progress_shows_the_chunks_embedded_while_embedding() -> None:
     item.job = job(stage="embedding", chunks_total=None)
     assert item.counts == "30 of ? chunks"
     assert "30/77 embedded, 0 stored" in job_text(job()).plain
+
+
+def test_a_name_that_lied_about_the_format_is_noted_in_the_table() -> None:
+    item = Item(Path("minutes.pdf"), "minutes.pdf", job_id="3" * 32)
+    note = "The file is named .pdf but holds plain text; it was read as txt."
+    item.job = job(status="completed", stage=None, result={"chunks": 1, "format_note": note})
+    out = io.StringIO()
+    show(Console(file=out, width=200, color_system=None), summary_table([item]))
+    assert note in out.getvalue()
