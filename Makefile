@@ -72,7 +72,9 @@ bench: install
 	$(BIN)/python bench/bench_pdf_engines.py --skip-pypdf-on-big
 	$(BIN)/python bench/bench_service.py --quick
 
+# Tesseract for OCR where it can be installed (.ci/runtime-deps); serve says if OCR is off.
 run: install
+	.ci/runtime-deps
 	$(BIN)/docingest serve --seed examples
 
 clean:

@@ -6,12 +6,14 @@ traceback (it is logged with the request path instead).
 
 from __future__ import annotations
 
+import json
 import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from pipeline.errors import (
     DocumentNotFound,
@@ -21,6 +23,7 @@ from pipeline.errors import (
     IndexConflict,
     IndexNotFound,
     IngestError,
+    InvalidEmbedding,
     InvalidIndexName,
     InvalidUpload,
     JobNotFound,
@@ -29,7 +32,6 @@ from pipeline.errors import (
     StoreNotHere,
     TransientError,
     Unauthorized,
-    UnknownProvider,
     UnsupportedFormat,
     UploadTooLarge,
 )
@@ -54,14 +56,19 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     DocumentTooLarge: 413,
     UnsupportedFormat: 415,
     InvalidIndexName: 422,
-    UnknownProvider: 422,
+    InvalidEmbedding: 422,  # and UnknownProvider
     StoreLocked: 503,
     StoreNotHere: 503,
     TransientError: 503,
 }
 """Status per error class; a subclass inherits its nearest listed ancestor's, else 400."""
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "upload_too_large"}
+_HTTP_CODES = {
+    400: "invalid_request",  # a body FastAPI cannot parse (JSON nested 100,000 deep)
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "upload_too_large",
+}
 
 
 def status_for(error: IngestError) -> int:
@@ -112,3 +119,30 @@ def install_error_handlers(app: FastAPI) -> None:
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         message = "An internal error occurred; the server log has the details."
         return JSONResponse(error_body("internal_error", message), status_code=500)
+
+
+UNREADABLE_REQUEST = error_body(
+    "invalid_request",
+    "The request could not be read as HTTP: its request line or headers are malformed or too "
+    "long (about 64 KB in all). Send a long search query in the body of a POST.",
+)
+"""What a client gets for a request uvicorn's parser refuses before the app sees it."""
+
+
+class JsonErrorProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+    """uvicorn's HTTP protocol, answering a request it cannot parse (a 100 KB query string)
+    with the contract's error shape instead of its own plain text."""
+
+    def send_400_response(self, msg: str) -> None:
+        body = json.dumps(UNREADABLE_REQUEST).encode()
+        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        head += [
+            name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers
+        ]
+        head += [
+            b"content-type: application/json\r\n",
+            b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+            b"connection: close\r\n\r\n",
+        ]
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()

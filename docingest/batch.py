@@ -23,7 +23,8 @@ class Item:
 
     path: Path
     label: str
-    """How the file is named in output (the path as the user gave or found it)."""
+    """How the file is named in output: the path as the user gave it, or for a file found in
+    a folder its path inside that folder (after the folder's name when several are given)."""
     document_id: str | None = None
     """None leaves the server's default (the file's name)."""
     job_id: str | None = None
@@ -41,6 +42,23 @@ class Item:
     @property
     def stage(self) -> str | None:
         return self.job["stage"] if self.job is not None else None
+
+    @property
+    def counts(self) -> str | None:
+        """How far the job's stage has got: pages read, chunks embedded or stored."""
+        job = self.job
+        if job is None or job["status"] != "processing":
+            return None
+        total = "?" if job["chunks_total"] is None else str(job["chunks_total"])
+        if job["stage"] == "extracting" and job["pages_total"]:
+            pages = f"page {job['pages_done']} of {job['pages_total']}"
+            embedded = job.get("chunks_embedded") or 0
+            return f"{pages}, {embedded} chunks embedded" if embedded else pages
+        if job["stage"] == "embedding":
+            return f"{job.get('chunks_embedded') or 0} of {total} chunks"
+        if job["stage"] == "storing":
+            return f"{job['chunks_done']} of {total} chunks"
+        return None
 
     @property
     def progress(self) -> float:
@@ -61,7 +79,7 @@ class Item:
         return self.status in TERMINAL_STATUSES
 
     def _state(self) -> tuple[object, ...]:
-        return (self.status, self.stage, self.progress, self.job_id)
+        return (self.status, self.stage, self.progress, self.counts, self.job_id)
 
 
 def _is_hidden(relative: Path) -> bool:
@@ -78,12 +96,16 @@ def collect(
     for a path that does not exist.
     """
     items: list[Item] = []
+    folders = sum(1 for path in paths if path.is_dir())
     for path in paths:
         if path.is_dir():
             for found in sorted(path.rglob("*")):
                 relative = found.relative_to(path)
                 if found.is_file() and not _is_hidden(relative) and not exclude(found):
-                    items.append(Item(found, str(found), document_id=relative.as_posix()))
+                    label = relative.as_posix()
+                    if folders > 1:  # two folders may each hold a README.md
+                        label = f"{path.resolve().name}/{label}"
+                    items.append(Item(found, label, document_id=relative.as_posix()))
         elif path.is_file():
             if not exclude(path):
                 items.append(Item(path, str(path)))

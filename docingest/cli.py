@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from docingest.commands import add_client_commands
+from docingest.commands import add_client_commands, connection_options
 from docingest.transfer import add_transfer_commands
 from pipeline.log import configure_logging
 from pipeline.settings import ChunkUnit, Settings, get_settings
@@ -23,6 +23,7 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="docingest", description=__doc__)
+    connection_options(parser, subcommand=False)  # for ingest, search and status
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser(
         "inspect", help="show the detected format, metadata and chunks of local files"
@@ -91,7 +92,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         seed_dir = args.seed.resolve()
 
         def on_ready(base_url: str) -> None:
-            seed_examples(base_url, seed_dir)
+            seed_examples(base_url, seed_dir, keys=settings.api_keys)
 
     return serve(_with_listen(args, settings), on_ready=on_ready)
 

@@ -50,6 +50,9 @@ class Job(TypedDict):
     pages_done: int
     chunks_total: int | None
     chunks_done: int
+    """Chunks embedded and stored."""
+    chunks_embedded: int
+    """Chunks with a vector (embedded or reused), stored or not yet."""
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -103,6 +106,10 @@ class ClientError(Exception):
     def __str__(self) -> str:
         where = f"HTTP {self.status}, " if self.status is not None else ""
         return f"{self.message} ({where}{self.code})"
+
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+"""Where the client commands look when neither --url, DOCINGEST_URL nor DOCINGEST_PORT says."""
 
 
 def default_base_url(*, host: str = "127.0.0.1", port: int = 8000) -> str:

@@ -64,11 +64,22 @@ def _json_object(what: str) -> Any:
     return parse
 
 
-def _connection_options(parser: argparse.ArgumentParser) -> None:
+def connection_options(parser: argparse.ArgumentParser, *, subcommand: bool = True) -> None:
+    """Add `--url` and `--api-key`, accepted before the subcommand and after it alike.
+
+    A subcommand's copy defaults to SUPPRESS, so it sets the value only when given and does
+    not hide one given before the subcommand (`docingest --url URL ingest ...`, the form the
+    seed's hints print).
+    """
+    default = argparse.SUPPRESS if subcommand else None
     parser.add_argument(
-        "--url", help="the service (DOCINGEST_URL; default http://DOCINGEST_HOST:DOCINGEST_PORT)"
+        "--url",
+        default=default,
+        help="the service (DOCINGEST_URL; default http://DOCINGEST_HOST:DOCINGEST_PORT)",
     )
-    parser.add_argument("--api-key", help="sent as a Bearer token (DOCINGEST_API_KEY)")
+    parser.add_argument(
+        "--api-key", default=default, help="sent as a Bearer token (DOCINGEST_API_KEY)"
+    )
 
 
 def add_client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,7 +93,7 @@ def add_client_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     ingest.add_argument("--document-id", help="the document's id (only with one file)")
     ingest.add_argument("--force", action="store_true", help="re-process unchanged content")
     ingest.add_argument("--no-wait", action="store_true", help="upload, print job ids, exit")
-    _connection_options(ingest)
+    connection_options(ingest)
     ingest.set_defaults(handler=_ingest)
 
     search = commands.add_parser("search", help="search an index")
@@ -95,13 +106,13 @@ def add_client_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     search.add_argument("--max-chunks-per-document", type=int)
     search.add_argument("--json", action="store_true", help="print the response as JSON")
-    _connection_options(search)
+    connection_options(search)
     search.set_defaults(handler=_search)
 
     status = commands.add_parser("status", help="show an ingestion job")
     status.add_argument("job_id")
     status.add_argument("--json", action="store_true", help="print the job as JSON")
-    _connection_options(status)
+    connection_options(status)
     status.set_defaults(handler=_status)
 
 
@@ -173,6 +184,8 @@ def follow(client: DocingestClient, items: list[Item], **options: Any) -> None:
 
 def _describe(item: Item) -> str:
     state = item.stage or item.status
+    if item.counts:
+        state = f"{state}: {item.counts}"
     style = {"completed": "green", "failed": "red", "cancelled": "yellow"}.get(item.status, "cyan")
     return f"{Text(item.label).markup} [{style}]{state}[/]"
 
@@ -185,7 +198,7 @@ def _log_finished(err: Console, item: Item) -> None:
 def summary_table(items: list[Item], *, waited: bool = True) -> Table:
     """One row per file: status, chunks, pages, and what is worth knowing."""
     table = Table(show_edge=False, pad_edge=False)
-    table.add_column("file", no_wrap=True)
+    table.add_column("file", overflow="fold")  # a long path folds rather than push past 80
     table.add_column("status", no_wrap=True)
     if waited:
         table.add_column("chunks", justify="right", no_wrap=True)
@@ -213,6 +226,8 @@ def _note(item: Item, *, waited: bool) -> str:
     if not waited:
         return item.job_id or ""
     result = item.result or {}
+    if result.get("format_note"):  # a text file named .pdf, read as text
+        return str(result["format_note"])
     if result.get("unchanged"):
         return "unchanged (already stored; --force re-processes it)"
     if result.get("chunks_reused"):
@@ -291,7 +306,11 @@ def job_text(job: Job) -> Text:
         ("status", job["status"] + (f", {job['stage']}" if job["stage"] else "")),
         ("progress", f"{job['progress']:.0%}"),
         ("pages", f"{job['pages_done']}/{_count(job['pages_total'])}"),
-        ("chunks", f"{job['chunks_done']}/{_count(job['chunks_total'])}"),
+        (
+            "chunks",
+            f"{job.get('chunks_embedded', 0)}/{_count(job['chunks_total'])} embedded, "
+            f"{job['chunks_done']} stored",
+        ),
         ("attempts", str(job["attempts"])),
     ]
     for field in ("created_at", "started_at", "finished_at", "heartbeat_at"):

@@ -12,34 +12,61 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.text import Text
 
 from docingest import batch
 from docingest.batch import Item
-from docingest.client import API_KEY_ENV, ClientError, DocingestClient
+from docingest.client import API_KEY_ENV, DEFAULT_BASE_URL, ClientError, DocingestClient
 from docingest.commands import console, print_results
+from pipeline.settings import ApiKey
 
 SAMPLE_QUERY = "How is a WebSocket connection closed?"
 """Answered by the closing handshake sections of examples/rfc6455-websocket.txt."""
 SAMPLE_TOP_K = 3
-DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def _not_a_document(path: Path) -> bool:
     return path.name == "SOURCES.md" or path.name.upper().startswith("README")
 
 
-def seed_examples(base_url: str, directory: Path, index: str = "examples") -> None:
-    """Ingest `directory` into `index` unless it has documents already, then search it once."""
+def seed_key(keys: Sequence[ApiKey], index: str) -> str | None:
+    """The key the seed sends: DOCINGEST_API_KEY, else the first key of DOCINGEST_API_KEYS
+    given in clear that may use `index` (None without keys, or with only their sha256)."""
+    chosen = os.environ.get(API_KEY_ENV) or None
+    for key in keys:
+        if chosen is None and key.key is not None and (key.indexes is None or index in key.indexes):
+            chosen = key.key.get_secret_value()
+    return chosen
+
+
+def seed_examples(
+    base_url: str,
+    directory: Path,
+    index: str = "examples",
+    *,
+    keys: Sequence[ApiKey] = (),
+) -> None:
+    """Ingest `directory` into `index` unless it has documents already, then search it once.
+
+    With `keys` (the server's DOCINGEST_API_KEYS) it sends one that may use `index`, or says
+    that it needs DOCINGEST_API_KEY when every key is given as its sha256.
+    """
     logging.getLogger("httpx").setLevel(logging.WARNING)  # serve logs at INFO: one per poll
     out = console()
 
     def say(line: str) -> None:
         out.print(Text(line))
 
-    api_key = os.environ.get(API_KEY_ENV) or None
+    api_key = seed_key(keys, index)
+    if keys and api_key is None:
+        say(
+            f"docingest: not seeding '{index}': every key in DOCINGEST_API_KEYS is a sha256 or "
+            f"limited to other indexes; set DOCINGEST_API_KEY to a key that may use '{index}'"
+        )
+        return
     with DocingestClient(base_url, api_key=api_key) as client:
         try:
             documents = {info["name"]: info["documents"] for info in client.indexes()}
@@ -95,7 +122,7 @@ def _command(base_url: str) -> str:
     """How to call `docingest` from a shell here, pointed at `base_url` unless it is the default."""
     argv0 = Path(sys.argv[0])
     command = "docingest" if shutil.which("docingest") or argv0.name != "docingest" else argv0
-    url = "" if base_url == DEFAULT_URL else f" --url {base_url}"
+    url = "" if base_url == DEFAULT_BASE_URL else f" --url {base_url}"
     return f"{command}{url}"
 
 

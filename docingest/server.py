@@ -20,6 +20,8 @@ from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
 from api.app import create_app
+from api.errors import JsonErrorProtocol
+from docingest.client import DEFAULT_BASE_URL
 from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis, redact_url
 from pipeline.embedders.artifacts import verify_bundled_files
 from pipeline.errors import IngestError
@@ -157,6 +159,18 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
             target=_when_started, args=(server, on_ready, base_url), daemon=True
         ).start()
     print(f"docingest: serving on {base_url} (data in {settings.data_dir})", file=sys.stderr)
+    if base_url != DEFAULT_BASE_URL:  # a client without DOCINGEST_PORT would look at :8000
+        print(
+            f"docingest: client commands need `docingest --url {base_url} ...` "
+            f"(or DOCINGEST_URL={base_url})",
+            file=sys.stderr,
+        )
+    ocr_problem = ocr_unavailable(settings)
+    if ocr_problem is not None:
+        print(
+            f"docingest: OCR is off, so scans and images fail with no_text_found: {ocr_problem}",
+            file=sys.stderr,
+        )
     try:
         server.run()
     finally:
@@ -164,6 +178,24 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
         worker.stop()
         context.shutdown()
     return 0
+
+
+def ocr_unavailable(settings: Settings) -> str | None:
+    """Say why this machine cannot OCR (None when it can), as a fresh clone without Debian's
+    Tesseract finds out only when a scan fails."""
+    if settings.ocr == "off":
+        return "DOCINGEST_OCR=off."
+    from pipeline.extract.ocr import OcrOptions, tessdata_dir
+
+    try:
+        import tesserocr  # noqa: F401
+    except ImportError:
+        return "the tesserocr package is not installed (reinstall docingest with its dependencies)."
+    try:
+        tessdata_dir(OcrOptions.from_settings(settings))
+    except IngestError as exc:
+        return exc.message.removeprefix("This file needs OCR, but ")
+    return None
 
 
 def _when_started(server: uvicorn.Server, callback: Callable[[str], None], base_url: str) -> None:
@@ -213,6 +245,7 @@ def _http_config(app: Any, settings: Settings, *, log_level: str) -> uvicorn.Con
         log_level=log_level,
         log_config=_uvicorn_log_config(settings),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        http=JsonErrorProtocol,
     )
 
 

@@ -8,9 +8,14 @@ Both open the store their settings name, so the embedded store must not be in us
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pipeline.errors import IngestError
 from pipeline.settings import Settings
@@ -28,6 +33,11 @@ def add_transfer_commands(commands: Any) -> None:
     )
     load.add_argument("file", type=Path, help="an exported file ('-' for standard input)")
     load.add_argument("--index", help="the new index's name (default: the exported one)")
+    load.add_argument(
+        "--merge",
+        action="store_true",
+        help="add the file's points to an index that exists already (same settings)",
+    )
     load.set_defaults(handler=_import)
 
 
@@ -54,15 +64,32 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.store.transfer import import_index
 
     try:
-        with VectorStore.open(settings) as store:
-            if str(args.file) == "-":
-                name, count = import_index(store, sys.stdin, index=args.index)
-            else:
-                with open(args.file, encoding="utf-8") as lines:
-                    name, count = import_index(store, lines, index=args.index)
-    except (IngestError, ValueError) as exc:
-        message = f"{exc.code}: {exc.message}" if isinstance(exc, IngestError) else str(exc)
-        print(f"docingest import: {message}", file=sys.stderr)
+        with contextlib.ExitStack() as stack:
+            source: Callable[[], Iterator[str]] = partial(_file_lines, args.file)
+            if str(args.file) == "-":  # read twice: checked whole before anything is written
+                spool = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+                shutil.copyfileobj(sys.stdin, spool)
+                source = partial(_spooled_lines, spool)
+
+            store = stack.enter_context(VectorStore.open(settings))
+            name, count = import_index(store, source, index=args.index, merge=args.merge)
+    except IngestError as exc:
+        print(f"docingest import: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"docingest import: cannot read {args.file}: {exc}", file=sys.stderr)
         return 1
     print(f"imported {count} points into index '{name}'", file=sys.stderr)
     return 0
+
+
+def _file_lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8") as lines:
+        yield from lines
+
+
+def _spooled_lines(spool: IO[str]) -> Iterator[str]:
+    spool.seek(0)
+    # Through iter(): `yield from spool` closes the spool when this generator is closed
+    # (PEP 380), and the import reads the header alone first.
+    yield from iter(spool.readline, "")

@@ -12,7 +12,9 @@
     │   ├── ExtractionTimeout         timeout (parsing ran past its CPU or wall-clock limit)
     │   ├── InvalidMetadata           invalid_metadata
     │   ├── EmbeddingFailed           embedding_failed
-    │   └── UnknownProvider           validation_error (no embedding provider of that name)
+    │   └── InvalidEmbedding          validation_error (a model or dimensions its provider
+    │       │                         cannot produce)
+    │       └── UnknownProvider       validation_error (no embedding provider of that name)
     ├── RequestError                  the request cannot be served as asked (a 4xx); raised
     │   │                             in a job too (its index deleted meanwhile), it fails it
     │   ├── InvalidIndexName          invalid_index_name
@@ -20,6 +22,7 @@
     │   ├── IndexNotFound             index_not_found
     │   ├── DocumentNotFound          document_not_found
     │   ├── InvalidFilter             invalid_filter
+    │   ├── InvalidExport             invalid_export (an import file truncated or damaged)
     │   ├── UploadTooLarge            upload_too_large
     │   ├── InvalidUpload             invalid_upload
     │   ├── JobNotFound               job_not_found
@@ -123,7 +126,14 @@ class EmbeddingFailed(PermanentError):
     code = "embedding_failed"
 
 
-class UnknownProvider(PermanentError):
+class InvalidEmbedding(PermanentError):
+    """An embedding config its provider cannot build: an unknown model, or dimensions the
+    model cannot produce (the contract's code for a request that fails validation)."""
+
+    code = "validation_error"
+
+
+class UnknownProvider(InvalidEmbedding):
     """An embedding config names a provider that no `register_provider` call registered (the
     contract's code for a request that fails validation, as an unknown name did when the
     provider was a closed list)."""
@@ -151,6 +161,12 @@ class DocumentNotFound(RequestError):
 
 class InvalidFilter(RequestError):
     code = "invalid_filter"
+
+
+class InvalidExport(RequestError):
+    """A file given to `docingest import` that is not a whole, valid export."""
+
+    code = "invalid_export"
 
 
 class UploadTooLarge(RequestError):

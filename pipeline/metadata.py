@@ -35,6 +35,9 @@ RESERVED_KEYS = frozenset(
 _KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 MAX_LIST_ITEMS = 100
 MAX_STRING_CHARS = 2000
+INT64 = range(-(2**63), 2**63)
+"""Integers metadata and filters may hold: Qdrant's integer payloads are 64-bit (Edge's binding
+refuses a larger filter value with `OverflowError`), so a larger one could never be matched."""
 
 # A word is a run of letters/digits, except that CJK ideographs, kana and hangul syllables
 # count one each: those scripts do not separate words with spaces.
@@ -178,6 +181,11 @@ def _check_value(key: str, value: Any) -> Any:
             )
         return value
     if isinstance(value, int):
+        if value not in INT64:
+            raise InvalidMetadata(
+                f"Metadata value of '{key}' is outside the 64-bit integer range "
+                f"({INT64.start} to {INT64.stop - 1})."
+            )
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -228,7 +236,10 @@ def parse_user_metadata(raw_json: str | None, *, max_bytes: int) -> dict[str, An
     try:
         raw = json.loads(raw_json)
     except json.JSONDecodeError as exc:
+        # Some of json's messages end in "at" ("Invalid control character at"), written to be
+        # followed by the position.
+        problem = exc.msg.removesuffix(" at")
         raise InvalidMetadata(
-            f"Metadata is not valid JSON: {exc.msg} at position {exc.pos}."
+            f"Metadata is not valid JSON: {problem} at position {exc.pos}."
         ) from exc
     return validate_user_metadata(raw, max_bytes=max_bytes)

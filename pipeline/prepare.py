@@ -21,7 +21,7 @@ from typing import Any
 
 from pipeline.chunking import Chunk, ChunkingSpec, iter_chunks
 from pipeline.chunking.tokens import length_function_for
-from pipeline.detect import detect
+from pipeline.detect import detect, extension_note
 from pipeline.document import Block, Detection, ExtractedDocument, PageReporter, join_blocks
 from pipeline.errors import CorruptDocument
 from pipeline.extract import extract_stream
@@ -193,6 +193,8 @@ class Preparer:
         self.metadata: dict[str, Any] = file_metadata(
             data, filename=filename, format=str(detection.format)
         )
+        if note := extension_note(filename, detection.format):
+            self.metadata["format_note"] = note
         """`file_metadata` at first; `CONTENT_KEYS` added once extraction ends (`extracted`)."""
         self.chunk_count = 0
         """Chunks yielded so far."""

@@ -17,7 +17,7 @@ from redis import Redis
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
 from pipeline.embedders.registry import build_embedder
-from pipeline.errors import DocumentNotFound, StoreNotHere
+from pipeline.errors import DocumentNotFound, InvalidEmbedding, StoreNotHere
 from pipeline.jobs.state import JobStore
 from pipeline.keys import Keys
 from pipeline.redis_errors import REDIS_DOWN
@@ -73,21 +73,31 @@ class Services:
         return self.settings.staging_dir / name
 
     def embedder_for(self, config: EmbeddingConfig) -> Embedder:
-        """Return the embedder of `config`, built once per process (models are large)."""
+        """Return the embedder of `config`, built once per process (models are large);
+        `InvalidEmbedding` when its provider cannot build that model or dimensions."""
         key = (config.provider, config.model, config.dimensions)
         with self._lock:
             embedder = self._embedders.get(key)
             if embedder is None:
-                embedder = build_embedder(config, settings=self.settings, redis=self.redis)
+                try:
+                    embedder = build_embedder(config, settings=self.settings, redis=self.redis)
+                except ValueError as exc:  # the providers' word for a config they cannot build
+                    raise InvalidEmbedding(_refusal(config, exc)) from exc
                 self._embedders[key] = embedder
                 self._embedders[(config.provider, config.model, embedder.dimensions)] = embedder
             return embedder
 
     def resolve_embedding(self, config: EmbeddingConfig) -> EmbeddingConfig:
-        """Return `config` with `dimensions` set to the size its embedder really produces."""
+        """Return `config` with `dimensions` set to the size its embedder really produces.
+
+        The embedder is built even when `dimensions` is given, so a model or a size its
+        provider cannot produce is refused now (`InvalidEmbedding`), not by every upload to an
+        index that can never work.
+        """
+        embedder = self.embedder_for(config)
         if config.dimensions is not None:
             return config
-        return config.model_copy(update={"dimensions": self.embedder_for(config).dimensions})
+        return config.model_copy(update={"dimensions": embedder.dimensions})
 
     def default_index_config(self) -> IndexConfig:
         """The settings a new index gets when nothing else is asked for."""
@@ -147,3 +157,18 @@ class Services:
                 self._store.close()
                 self._store = None
         self.redis.close()
+
+
+def _refusal(config: EmbeddingConfig, exc: ValueError) -> str:
+    """Say why `config` cannot be built and, for the bundled provider, what it offers."""
+    dimensions = "its own dimensions" if config.dimensions is None else f"{config.dimensions}"
+    message = (
+        f"The embedding {config.provider}/{config.model} with {dimensions} dimensions cannot "
+        f"be built: {exc}."
+    )
+    if config.provider == "local":  # a closed table; other providers take any model name
+        from pipeline.embedders import local
+
+        names = " (or ".join(sorted(local.MODEL_ALIASES, key=len)) + ")"
+        message += f" The local provider's models: {names}, {local.DIMENSIONS} dimensions."
+    return message

@@ -49,6 +49,12 @@ class ApiKey(BaseModel):
         return bytes.fromhex(self.sha256)
 
 
+MAX_CHUNK_SIZE = 32_768
+"""The largest `chunk_size`, in either unit: the longest input of any embedding model we know
+is 8,192 tokens (about 32,000 characters), so a longer chunk is cut by the model and its
+tail can be found only by keyword, and one search result would be a whole book."""
+
+
 def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
     """Refuse an overlap that is not smaller than the chunk (each chunk must move on)."""
     if chunk_overlap >= chunk_size:
@@ -170,8 +176,8 @@ class Settings(BaseSettings):
     (BENCHMARKS.md, "OCR (Tesseract 5 through tesserocr)")."""
 
     # --- chunking defaults (per index overridable) ------------------------------------
-    chunk_size: int = Field(default=1000, gt=0)
-    """Target chunk size in `chunk_unit`."""
+    chunk_size: int = Field(default=1000, gt=0, le=MAX_CHUNK_SIZE)
+    """Target chunk size in `chunk_unit`, at most `MAX_CHUNK_SIZE` (32,768)."""
 
     chunk_overlap: int = Field(default=150, ge=0)
     """Overlap between consecutive chunks of one section, in `chunk_unit`."""

@@ -8,7 +8,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import AuthorizedIndex, PrincipalDep, ServicesDep, StoreDep
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import EmbeddingConfig
-from pipeline.embedders.registry import provider_factory
 from pipeline.errors import IndexNotFound
 from pipeline.store import IndexConfig, IndexInfo
 
@@ -37,10 +36,9 @@ def create_index(
     body: IndexCreate | None = None,
 ) -> IndexInfo:
     """Create `index` (201), or confirm it exists with the same settings (200); else 409, or
-    422 for an embedding provider no one registered."""
+    422 for an embedding its provider cannot build (an unknown provider, a local model that
+    is not bundled, dimensions the model cannot produce)."""
     body = body or IndexCreate()
-    if body.embedding is not None:  # refused even when its dimensions mean nothing is built
-        provider_factory(body.embedding.provider)
     defaults = services.default_index_config()
     embedding = services.resolve_embedding(body.embedding) if body.embedding else None
     config = IndexConfig(

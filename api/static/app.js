@@ -4,6 +4,7 @@
 
 const KEY_STORAGE = "docingest.apiKey";
 const INDEX_STORAGE = "docingest.index";
+const SEEDED_INDEX = "examples";
 const POLL_FIRST_MS = 300;
 const POLL_MAX_MS = 1500;
 const POLL_PER_JOB_MS = 200;
@@ -164,7 +165,9 @@ async function loadIndexes({ select } = {}) {
     ...indexes.map((info) => el("option", { value: info.name, textContent: info.name })),
   );
   picker.disabled = names.length === 0;
-  const chosen = names.includes(wanted) ? wanted : names[0] || "";
+  // Without a choice of the user's, the seeded examples (what `make run` fills) come first.
+  const fallback = names.includes(SEEDED_INDEX) ? SEEDED_INDEX : names[0] || "";
+  const chosen = names.includes(wanted) ? wanted : fallback;
   picker.value = chosen;
   state.indexes = new Map(indexes.map((info) => [info.name, info]));
   await chooseIndex(chosen);
@@ -426,6 +429,8 @@ class UploadRow {
     parts.push(plural(result.chunks, "chunk"));
     if (!result.unchanged && result.chunks_reused) parts.push(`${result.chunks_reused} reused`);
     parts.push(`version ${result.version}`);
+    // A name that promised another format (a text file named .pdf) is said, never silent.
+    if (result.format_note) parts.push(result.format_note);
     this.set("completed", parts.join(" · "));
     this.node.dataset.unchanged = String(Boolean(result.unchanged));
     announce(`${this.file.name}: ${result.unchanged ? "unchanged" : "done"}.`);
@@ -456,14 +461,21 @@ class UploadRow {
   }
 }
 
+/**
+ * What a processing job is doing, with its counts: pages read (and chunks already embedded,
+ * as the stages overlap), chunks embedded while embedding (`chunks_done` counts only the
+ * stored ones and sat at 0 until a window was written), chunks stored while storing.
+ */
 function processingText(job) {
   const stage = STAGE_LABELS[job.stage] || "processing";
+  const total = job.chunks_total ?? "?";
+  const embedded = job.chunks_embedded || 0;
   if (job.stage === "extracting" && job.pages_total) {
-    return `${stage}: page ${job.pages_done} of ${job.pages_total}`;
+    const pages = `${stage}: page ${job.pages_done} of ${job.pages_total}`;
+    return embedded ? `${pages}, ${embedded} chunks embedded` : pages;
   }
-  if ((job.stage === "embedding" || job.stage === "storing") && job.chunks_total) {
-    return `${stage}: ${job.chunks_done} of ${job.chunks_total} chunks`;
-  }
+  if (job.stage === "embedding") return `${stage}: ${embedded} of ${total} chunks`;
+  if (job.stage === "storing") return `${stage}: ${job.chunks_done} of ${total} chunks`;
   return `${stage}…`;
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pipeline.settings import ChunkUnit, Settings, check_chunk_overlap
+from pipeline.settings import MAX_CHUNK_SIZE, ChunkUnit, Settings, check_chunk_overlap
 
 _DEFAULTS = Settings.model_fields
 """A part left out takes the default of the setting it mirrors: `Settings` holds them all."""
@@ -15,7 +15,7 @@ class ChunkingSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    chunk_size: int = Field(default=_DEFAULTS["chunk_size"].default, gt=0)
+    chunk_size: int = Field(default=_DEFAULTS["chunk_size"].default, gt=0, le=MAX_CHUNK_SIZE)
     chunk_overlap: int = Field(default=_DEFAULTS["chunk_overlap"].default, ge=0)
     unit: ChunkUnit = _DEFAULTS["chunk_unit"].default
 

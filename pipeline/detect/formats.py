@@ -100,6 +100,8 @@ _CSV_ROWS_UNHINTED = 3
 _SAMPLE_CHARS = 262_144  # structure is judged on the first 256 Ki characters
 _HTML_PROLOGUE = re.compile(r"\s*(?:<\?xml[^>]*>|<!--.*?-->|<!doctype\b[^>]*>)", re.I | re.S)
 _HTML_ROOT = re.compile(r"\s*<(?:html|head|body)[\s>/]", re.I)
+_SVG_DOCTYPE = re.compile(r"\s*<!doctype\s+svg\b", re.I)
+_SVG_ROOT = re.compile(r"\s*<svg[\s>/]", re.I)
 _HTML_TAG = re.compile(
     r"</?(?:html|head|body|p|div|span|a|img|table|thead|tbody|tr|td|th|pre|code|ul|ol|li|"
     r"h[1-6]|br|hr|blockquote|dl|dt|dd|section|article|nav|header|footer|main|aside|form|"
@@ -166,6 +168,50 @@ def detect(
     return _detect_text(data, _hint(filename, content_type))
 
 
+_NAMED_FORMATS = {
+    **_EXTENSIONS,
+    ".pdf": DocumentFormat.PDF,
+    ".docx": DocumentFormat.DOCX,
+    ".pptx": DocumentFormat.PPTX,
+    ".xlsx": DocumentFormat.XLSX,
+    ".epub": DocumentFormat.EPUB,
+    ".odt": DocumentFormat.ODT,
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"), DocumentFormat.IMAGE),
+}
+"""The format each extension promises, for telling the user when the bytes say otherwise."""
+_PLAIN_TEXTS = frozenset({DocumentFormat.TXT, DocumentFormat.MARKDOWN, DocumentFormat.CSV})
+"""Formats a name only breaks ties between: a `.txt` file read as Markdown is no surprise."""
+
+
+def extension_note(filename: str, detected: DocumentFormat) -> str | None:
+    """Say so when the file's extension names another format than its bytes hold (a text
+    file named `.pdf`): the bytes decide, and the job result carries this note."""
+    suffix = PurePath(filename).suffix.lower()
+    named = _NAMED_FORMATS.get(suffix)
+    if named is None or named is detected or {named, detected} <= _PLAIN_TEXTS:
+        return None
+    return (
+        f"The file is named {suffix} but holds {_KINDS[detected]}; it was read as "
+        f"{detected.value} (the bytes decide the format, not the name)."
+    )
+
+
+_KINDS = {
+    DocumentFormat.PDF: "a PDF",
+    DocumentFormat.DOCX: "a Word document",
+    DocumentFormat.HTML: "HTML",
+    DocumentFormat.MARKDOWN: "Markdown",
+    DocumentFormat.TXT: "plain text",
+    DocumentFormat.PPTX: "a PowerPoint deck",
+    DocumentFormat.XLSX: "an Excel workbook",
+    DocumentFormat.CSV: "CSV records",
+    DocumentFormat.EPUB: "an EPUB book",
+    DocumentFormat.ODT: "an OpenDocument text",
+    DocumentFormat.EML: "an e-mail",
+    DocumentFormat.IMAGE: "an image",
+}
+
+
 def _hint(filename: str | None, content_type: str | None) -> DocumentFormat | None:
     if filename and (by_name := _EXTENSIONS.get(PurePath(filename).suffix.lower())):
         return by_name
@@ -202,6 +248,12 @@ def _detect_text(data: bytes, hint: DocumentFormat | None) -> Detection:
     sample = text[:_SAMPLE_CHARS]
     if looks_like_email(sample):
         return Detection(DocumentFormat.EML, decoded.encoding)
+    if _starts_as_svg(sample):
+        raise UnsupportedFormat(
+            "This file is an SVG image: its text is drawing markup, which is not indexed "
+            f"(it would be stored as raw XML). Export it as PDF, or as PNG to be read by OCR; "
+            f"{_SUPPORTED}."
+        )
     if _starts_as_html(sample):
         return Detection(DocumentFormat.HTML, decoded.encoding if decoded.had_bom else None)
     if _is_csv(sample, hint):
@@ -234,6 +286,17 @@ def _starts_as_html(sample: str) -> bool:
             return "html" in match.group().lower()
         position = match.end()
     return _HTML_ROOT.match(head, position) is not None
+
+
+def _starts_as_svg(sample: str) -> bool:
+    """A doctype naming SVG, or an `<svg>` root after any prologue."""
+    head = sample[:16_384]
+    position = 0
+    while match := _HTML_PROLOGUE.match(head, position):
+        if match.group().lstrip()[:9].lower() == "<!doctype":
+            return _SVG_DOCTYPE.match(match.group()) is not None
+        position = match.end()
+    return _SVG_ROOT.match(head, position) is not None
 
 
 def _mostly_html(sample: str, hint: DocumentFormat | None) -> bool:

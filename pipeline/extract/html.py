@@ -82,9 +82,19 @@ _BLANK_LINES = re.compile(r"\n[ \t\f\v\r]*\n\s*")
 _SEPARATOR = object()  # stack marker: the block element pushed before it has ended
 
 
+_INTERNAL_SUBSET = re.compile(
+    r"\A\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<!doctype\s[^\[>]*\[.*?\]\s*>", re.I | re.S
+)
+"""A prologue whose DOCTYPE holds an internal subset (`<!DOCTYPE html [ <!ENTITY ...> ]>`):
+an HTML parser ends the doctype at the first `>`, inside the subset, and the rest (`]>`) became
+a chunk of its own. Anchored at the start, so matching it is one linear scan."""
+
+
 def extract_html(data: bytes, *, encoding: str | None) -> ExtractedDocument:
     """Extract an HTML page's main content as blocks, with its title and meta tags."""
     text, used = _decode(data, encoding)
+    if prologue := _INTERNAL_SUBSET.match(text):  # declarations only: no content is lost
+        text = text[prologue.end() :]
     with warnings.catch_warnings():
         # An XHTML page (<?xml?> prolog) is still HTML to us, and a tiny page may look like a
         # file name to bs4; neither warning says anything about the document.

@@ -9,6 +9,7 @@ before it is loaded. A TIFF's pages are counted by walking its directory chain o
 
 from __future__ import annotations
 
+import re
 import struct
 from io import BytesIO
 
@@ -85,7 +86,10 @@ def _open(data: bytes, *, max_pixels: int) -> Image.Image:
     try:
         image = Image.open(BytesIO(data), formats=FORMATS)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise _too_many_pixels(str(exc), max_pixels) from exc
+        # Pillow's own text names its limit, twice ours above it: say only what was declared.
+        declared = _DECLARED_PIXELS.search(str(exc))
+        detail = f"it declares {int(declared[1]):,} pixels" if declared else "too many pixels"
+        raise _too_many_pixels(detail, max_pixels) from exc
     except UnidentifiedImageError as exc:
         raise CorruptDocument("The image is damaged: its header cannot be read.") from exc
     except _DECODE_ERRORS as exc:
@@ -120,7 +124,8 @@ def _decode_page(image: Image.Image, index: int, *, max_pixels: int) -> tuple[Im
         image.seek(index)
         width, height = image.size
         if width * height > max_pixels:
-            raise _too_many_pixels(f"page {index + 1} is {width:,} × {height:,} pixels", max_pixels)
+            size = f"page {index + 1} is {width:,} × {height:,} = {width * height:,} pixels"
+            raise _too_many_pixels(size, max_pixels)
         image.load()
         frame = ImageOps.exif_transpose(image) or image
         if frame.mode in ("RGBA", "LA", "PA") or "transparency" in frame.info:
@@ -136,10 +141,15 @@ def _decode_page(image: Image.Image, index: int, *, max_pixels: int) -> tuple[Im
     return grey, declared if declared in _SANE_DPI else 0
 
 
+_DECLARED_PIXELS = re.compile(r"\((\d+) pixels\)")
+"""The pixel count in Pillow's bomb message ("Image size (N pixels) exceeds limit of ...")."""
+
+
 def _too_many_pixels(detail: str, max_pixels: int) -> DocumentTooLarge:
     return DocumentTooLarge(
-        f"The image is too large to read ({detail[:200]}); the limit is {max_pixels:,} pixels "
-        "per page. It may be a decompression bomb; otherwise scale it down."
+        f"The image is too large to read ({detail}); the limit is {max_pixels:,} pixels "
+        "per page (DOCINGEST_MAX_IMAGE_PIXELS). It may be a decompression bomb; otherwise "
+        "scale it down."
     )
 
 

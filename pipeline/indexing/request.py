@@ -95,3 +95,6 @@ class IndexResult:
     unchanged: bool
     ocr_pages: int = 0
     """Pages whose text came from OCR."""
+    format_note: str | None = None
+    """Set when the file's extension names another format than its bytes (a text file
+    named `.pdf`), saying which was read."""

@@ -129,6 +129,7 @@ def index_document(
         chunks_reused=stats.reused,
         unchanged=False,
         ocr_pages=len(ocr["pages"]) if ocr else 0,
+        format_note=meta.get("format_note"),
     )
 
 

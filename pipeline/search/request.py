@@ -20,7 +20,7 @@ class SearchRequest(BaseModel):
     filter: dict[str, Any] | None = None
     """Equality per key (any-of for a list); `document_id` or user metadata keys."""
     max_chunks_per_document: int | None = Field(default=None, ge=1)
-    score_threshold: float | None = None
+    score_threshold: float | None = Field(default=None, allow_inf_nan=False)
     """Least vector similarity in vector and hybrid mode (hybrid then drops chunks found by
     keyword only, which have none); least keyword score in keyword mode."""
 

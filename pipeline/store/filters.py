@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.errors import InvalidFilter
+from pipeline.metadata import INT64
 
 TOP_LEVEL_KEYS = frozenset({"document_id"})
 """Filter keys that address the point payload itself rather than user metadata."""
@@ -61,8 +62,10 @@ def metadata_path(key: str) -> str:
 
 
 def _check_value(key: str, value: Any) -> FilterValue:
-    if isinstance(value, bool | str | int):
+    if isinstance(value, bool | str):
         return value
+    if isinstance(value, int):
+        return _check_int(key, value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidFilter(f"Filter value of '{key}' must be a finite number.")
@@ -75,7 +78,7 @@ def _check_value(key: str, value: Any) -> FilterValue:
         if all(isinstance(item, str) for item in value):
             return tuple(value)
         if all(isinstance(item, int) and not isinstance(item, bool) for item in value):
-            return tuple(value)
+            return tuple(_check_int(key, item) for item in value)
         raise InvalidFilter(
             f"Filter value of '{key}' must be a list of strings or a list of integers."
         )
@@ -83,3 +86,12 @@ def _check_value(key: str, value: Any) -> FilterValue:
         f"Filter value of '{key}' must be a string, number, boolean or list, "
         f"not {type(value).__name__}."
     )
+
+
+def _check_int(key: str, value: int) -> int:
+    if value not in INT64:
+        raise InvalidFilter(
+            f"Filter value of '{key}' is outside the 64-bit integer range "
+            f"({INT64.start} to {INT64.stop - 1}); metadata integers are stored in that range."
+        )
+    return value

@@ -100,6 +100,22 @@ def test_every_endpoint_but_healthz_needs_a_valid_key(served: Served, credential
         assert response.headers.get("www-authenticate") == "Bearer", (method, url)
 
 
+SCHEMA_PAGES = ("/openapi.json", "/docs", "/redoc")
+
+
+def test_the_schema_and_its_viewers_need_a_key(served: Served) -> None:
+    """They were served to anyone although README and API.md said every endpoint needs one."""
+    for path in SCHEMA_PAGES:
+        for credentials in WRONG.values():
+            response = served.client.get(path, headers=credentials)
+            assert is_contract_error(response, status=401, code="unauthorized"), path
+    schema = served.client.get("/openapi.json", headers=A)
+    assert schema.status_code == 200 and "/v1/indexes/{index}" in schema.json()["paths"]
+    for path in SCHEMA_PAGES[1:]:
+        page = served.client.get(path, headers=B)
+        assert page.status_code == 200 and "/openapi.json" in page.text, path
+
+
 def test_healthz_needs_no_key(served: Served) -> None:
     response = served.client.get("/healthz")
     assert response.status_code == 200 and response.json() == {"status": "ok"}

@@ -107,6 +107,46 @@ def test_unknown_embedding_provider(client: httpx.Client, embedding: dict[str, o
     assert client.get("/v1/indexes/unknown-provider").status_code == 404
 
 
+@pytest.mark.parametrize(
+    "embedding",
+    [
+        {"provider": "local", "model": "nonexistent-model"},  # was a 500 (ValueError)
+        {"provider": "local", "dimensions": 5},  # was a 201, then every upload failed
+        {"provider": "local", "model": "nonexistent-model", "dimensions": 384},
+    ],
+)
+def test_an_embedding_the_local_provider_cannot_build_is_refused_at_put(
+    client: httpx.Client, embedding: dict[str, object]
+) -> None:
+    """422 naming the bundled model and its dimensions; no index is created."""
+    response = client.put("/v1/indexes/bad-local", json={"embedding": embedding})
+    assert is_contract_error(response, status=422, code="validation_error")
+    message = response.json()["error"]["message"]
+    assert "all-MiniLM-L6-v2" in message and "384 dimensions" in message, message
+    assert client.get("/v1/indexes/bad-local").status_code == 404
+
+
+@pytest.mark.parametrize("threshold", ["NaN", "Infinity", "-Infinity"])
+def test_a_score_threshold_that_is_not_a_number_is_refused(
+    client: httpx.Client, threshold: str
+) -> None:
+    """NaN and Infinity (which Python's JSON parser accepts) were a 200 with no results."""
+    body = '{"query": "tide", "score_threshold": ' + threshold + "}"
+    headers = {"Content-Type": "application/json"}
+    response = client.post("/v1/indexes/docs/search", content=body, headers=headers)
+    assert is_contract_error(response, status=422, code="validation_error")
+    assert "score_threshold" in response.json()["error"]["message"]
+
+
+def test_chunk_size_is_bounded_at_put(client: httpx.Client) -> None:
+    """War and Peace in one chunk (chunk_size 100,000,000) was accepted."""
+    response = client.put("/v1/indexes/huge-chunks", json={"chunking": {"chunk_size": 10**8}})
+    assert is_contract_error(response, status=422, code="validation_error")
+    assert "chunking.chunk_size" in response.json()["error"]["message"]
+    assert "32768" in response.json()["error"]["message"]
+    assert client.get("/v1/indexes/huge-chunks").status_code == 404
+
+
 def test_invalid_metadata(client: httpx.Client) -> None:
     response = upload(client, "docs", b"some notes", metadata="{not json")
     assert is_contract_error(response, status=400, code="invalid_metadata")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -304,3 +305,49 @@ def test_serve_seed_ingests_once_and_searches(tmp_path: Path) -> None:
         second.stop()
     assert "index 'examples' already holds 2 documents" in log
     assert "seeding index" not in log
+
+
+def test_url_before_the_subcommand_is_honoured(
+    service: ServiceEnv, ingested: subprocess.CompletedProcess[str]
+) -> None:
+    """`docingest --url URL search ...`, the form serve's hint prints, exited 2."""
+    assert ingested.returncode == 0
+    dead = f"http://127.0.0.1:{free_port()}"  # DOCINGEST_URL points nowhere: --url must win
+    args = ["--url", service.base_url, "--api-key", API_KEY, "search", "docling", "--index", INDEX]
+    result = docingest([*args, "--json"], url=dead, api_key=None)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["results"]
+    after = docingest(["search", "docling", "--index", INDEX, "--url", service.base_url], url=dead)
+    assert after.returncode == 0, after.stderr
+
+
+def test_serve_with_keys_seeds_and_its_hints_work(tmp_path: Path) -> None:
+    """With DOCINGEST_API_KEYS set the seed sent no key (401); on another port than 8000 the
+    hint names --url; without Tesseract's data serve says at start that OCR is off."""
+    seed_dir = tmp_path / "examples"
+    seed_dir.mkdir()
+    shutil.copy(EXAMPLES / "docling-README.md", seed_dir / "docling-README.md")
+    no_tessdata = tmp_path / "no-tessdata"
+    no_tessdata.mkdir()
+    env = ServiceEnv(
+        data_dir=tmp_path / "data",
+        extra={
+            "DOCINGEST_API_KEYS": json.dumps([{"key": API_KEY, "indexes": ["examples"]}]),
+            "DOCINGEST_OCR_TESSDATA_DIR": str(no_tessdata),
+        },
+    )
+    served = start(["serve", "--seed", str(seed_dir)], env, name="seed-keys")
+    try:
+        log = wait_for_log(served, "Try next:")
+        assert "1 of 1 files ingested into 'examples'" in log, log
+        assert f"client commands need `docingest --url {env.base_url} ...`" in log
+        assert "OCR is off, so scans and images fail with no_text_found" in log
+        assert f"not installed in {no_tessdata}" in log and "tesseract-ocr-eng" in log
+        hint = next(line for line in log.splitlines() if "search 'your question'" in line)
+        program, *options = shlex.split(hint)[: shlex.split(hint).index("search")]
+        assert options == ["--url", env.base_url], hint
+        search = [*options, "search", "docling", "--index", "examples", "--json"]
+        result = docingest(search, url=f"http://127.0.0.1:{free_port()}")  # as the hint says
+        assert result.returncode == 0, result.stderr
+    finally:
+        served.stop()

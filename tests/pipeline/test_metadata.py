@@ -93,6 +93,7 @@ def test_user_metadata_accepts_the_documented_types() -> None:
         ("[1, 2]", "must be a JSON object"),
         ('"legal"', "must be a JSON object"),
         ("{not json", "not valid JSON"),
+        ('{"a\x01": 1}', "Invalid control character at position 3."),  # not "at at"
         ('{"sha256": "x"}', "reserved"),
         ('{"document_id": "x"}', "reserved"),
         ('{"nested": {"a": 1}}', "string, number, boolean or list of strings"),
@@ -101,6 +102,8 @@ def test_user_metadata_accepts_the_documented_types() -> None:
         ('{"": 1}', "invalid"),
         ('{"n": NaN}', "finite"),
         ('{"n": null}', "not NoneType"),
+        ('{"n": 9223372036854775808}', "64-bit integer range"),
+        ('{"n": -9223372036854775809}', "64-bit integer range"),
     ],
 )
 def test_user_metadata_rejections_say_what_is_wrong(raw: str, fragment: str) -> None:

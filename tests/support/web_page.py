@@ -26,12 +26,27 @@ new MutationObserver((mutations) => {
       state: row.dataset.state,
       progress: row.querySelector('progress').hasAttribute('value')
         ? row.querySelector('progress').value : null,
+      status: row.querySelector('.upload-status').textContent,
     });
   }
 }).observe(document.getElementById('uploads'),
-           {subtree: true, attributes: true, attributeFilter: ['data-state', 'value']});
+           {subtree: true, childList: true, characterData: true, attributes: true,
+            attributeFilter: ['data-state', 'value']});
 """
-"""Record every state and progress value each upload row shows, in order."""
+"""Record every state, progress value and status text each upload row shows, in order."""
+
+RECORD_JOBS = """
+window.jobLog = [];
+const pageFetch = window.fetch;
+window.fetch = async (...args) => {
+  const response = await pageFetch(...args);
+  if (String(args[0]).includes('v1/jobs/') && response.ok) {
+    window.jobLog.push(await response.clone().json().catch(() => null));
+  }
+  return response;
+};
+"""
+"""Record every job the page is sent (`GET /v1/jobs/{id}`), as the API sent it."""
 
 DROP_FILE = """
 const [name, type, data] = arguments;

@@ -3,6 +3,7 @@ list and delete documents, search with highlighted passages, errors, a narrow sc
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -301,4 +302,59 @@ def test_cancel_a_running_upload(
 
     browser.find_element(By.ID, "uploads-clear").click()
     assert page.upload_rows(browser) == {}
+    assert console_errors(browser) == []
+
+
+def test_embedding_progress_counts_the_chunks_embedded(
+    browser: webdriver.Chrome, serve_env: ServiceEnv, api: httpx.Client, shots: Screenshots
+) -> None:
+    """ "embedding: X of N chunks" showed chunks_done, which stays 0 until a window is stored:
+    a 77-chunk PDF read "0 of 77" for 35 s, then done. X is now chunks_embedded: every X
+    shown is the chunks_embedded of a job the page was sent, and one that was not yet stored."""
+    create_index(api, "web-progress")
+    page.open_page(browser, serve_env.base_url)
+    page.choose_index(browser, "web-progress")
+    browser.execute_script(page.RECORD_UPLOADS)
+    browser.execute_script(page.RECORD_JOBS)
+    page.choose_files(browser, [RFC])  # ~200 chunks: several polls of embedding on this CPU
+    rows = page.wait_for_uploads(browser, [RFC.name], timeout=300)
+    shots.take("embedded")
+    assert rows[RFC.name].get_attribute("data-state") == "completed", text_of(rows[RFC.name])
+    shown = {
+        int(found[1])
+        for entry in page.upload_log(browser, RFC.name)
+        if (found := re.fullmatch(r"embedding: (\d+) of \d+ chunks", entry["status"] or ""))
+    }
+    sent = [job for job in browser.execute_script("return window.jobLog") if job]
+    embedding = [job for job in sent if job["stage"] == "embedding"]
+    embedded = {job["chunks_embedded"] for job in embedding}
+    stored = {job["chunks_done"] for job in embedding}
+    assert embedded - stored, f"no poll caught the embedding between two writes: {embedding}"
+    assert shown <= embedded, (shown, embedded)
+    assert shown & (embedded - stored), (shown, embedded, stored)
+
+
+def test_the_examples_index_opens_first(
+    browser: webdriver.Chrome, serve_env: ServiceEnv, api: httpx.Client
+) -> None:
+    """The alphabetically first index opened, not the examples `make run` seeds."""
+    for name in ("aaa-first", "examples"):
+        create_index(api, name)
+    page.open_page(browser, serve_env.base_url)  # no index remembered in the tab
+    wait_for(
+        browser,
+        lambda d: Select(page.picker(d)).first_selected_option.get_attribute("value") == "examples",
+        timeout=30,
+        message="the examples index was not selected",
+    )
+    page.choose_index(browser, "aaa-first")  # a choice of the user's is kept on reload
+    browser.refresh()
+    wait_for(
+        browser,
+        lambda d: (
+            Select(page.picker(d)).first_selected_option.get_attribute("value") == "aaa-first"
+        ),
+        timeout=30,
+        message="the chosen index was not kept",
+    )
     assert console_errors(browser) == []

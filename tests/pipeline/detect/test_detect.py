@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.detect import detect
+from pipeline.detect import detect, extension_note
 from pipeline.document import DocumentFormat
 from pipeline.errors import EmptyDocument, EncryptedDocument, UnsupportedFormat
 from tests.support.paths import CORPUS_DIR
@@ -277,3 +277,48 @@ def test_csv_sniffing_is_fast_on_one_huge_line() -> None:
     for line in (b'"a",' * 65_536, b",;\t\"'" * 50_000):
         detect(line)
     assert time.perf_counter() - started < 5
+
+
+SVG = (
+    b'<?xml version="1.0" standalone="no"?>\n'
+    b'<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" '
+    b'"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n'
+    b'<svg width="200" height="100" xmlns="http://www.w3.org/2000/svg">'
+    b'<text x="10" y="50">Quarterly revenue</text></svg>\n'
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [SVG, SVG.split(b"\n", 2)[2], b"<!-- drawn by hand -->\n" + SVG.split(b"\n", 2)[2]],
+    ids=["prolog and doctype", "bare root", "comment first"],
+)
+def test_svg_is_refused_not_indexed_as_raw_xml(data: bytes) -> None:
+    """It was read as plain text: its XML prolog and DOCTYPE became the first chunk."""
+    with pytest.raises(UnsupportedFormat, match="SVG image") as caught:
+        detect(data, filename="chart.svg")
+    assert caught.value.code == "unsupported_format"
+
+
+def test_a_page_with_inline_svg_is_still_html() -> None:
+    page = b"<html><body><p>Revenue grew.</p><svg><text>Q1</text></svg></body></html>"
+    assert detect(page, filename="report.html").format is DocumentFormat.HTML
+
+
+@pytest.mark.parametrize(
+    ("data", "filename", "note"),
+    [
+        (b"Plain notes about the harbour.\n" * 5, "notes.pdf", "named .pdf but holds plain text"),
+        (b"%PDF-1.7\n1 0 obj\nendobj\nstartxref\n", "scan.PNG", "named .png but holds a PDF"),
+        (b"<html><body><p>x</p></body></html>", "page.txt", "named .txt but holds HTML"),
+        (b"# Title\n\nSome *text*.\n", "notes.txt", None),  # a tie the name breaks
+        (b"a,b\n1,2\n", "table.txt", None),
+        (b"Plain notes.\n", "notes", None),
+        (b"Plain notes.\n", "notes.log", None),  # a name we make no promise about
+    ],
+)
+def test_a_name_that_promises_another_format_is_noted(
+    data: bytes, filename: str, note: str | None
+) -> None:
+    found = extension_note(filename, detect(data, filename=filename).format)
+    assert (found is None) if note is None else (found is not None and note in found), found

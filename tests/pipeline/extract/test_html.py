@@ -356,3 +356,16 @@ def test_structure_rules_on_a_built_page() -> None:
     ]
     assert (document.title, document.author, document.created) == ("A page", "Ann", None)
     assert document.extra == {"encoding": "utf-8", "language": "fr"}
+
+
+def test_an_internal_dtd_after_an_xml_prolog_is_not_a_chunk() -> None:
+    """The parser ended the DOCTYPE at the first `>`, inside the subset: `]>` became text."""
+    page = (
+        b'<?xml version="1.0" encoding="utf-8"?>\n'
+        b'<!DOCTYPE html [\n  <!ENTITY product "Harbour Tide Tables">\n  <!ELEMENT p ANY>\n]>\n'
+        b"<html><head><title>Tides</title></head>"
+        b"<body><p>The ferry leaves at dawn on Sunday.</p></body></html>\n"
+    )
+    document = extract_html(page, encoding=None)
+    assert [block.text for block in document.blocks] == ["The ferry leaves at dawn on Sunday."]
+    assert document.title == "Tides"

@@ -195,8 +195,12 @@ def test_prepared_scan_records_ocr_in_metadata_and_chunks_cover_it(corpus_dir: P
     assert all(chunk.page_start == 1 for chunk in prepared.chunks)
 
 
-def test_image_bigger_than_the_pixel_limit_is_too_large_before_decoding() -> None:
+@pytest.mark.parametrize("limit", [5_000_000, 2_000_000])  # Pillow warns, Pillow raises
+def test_image_bigger_than_the_pixel_limit_is_too_large_before_decoding(limit: int) -> None:
+    """Our message with our limit: above twice it, Pillow's own text named twice the limit."""
     image = Image.new("L", (3000, 2000), "white")
     data = encoded(image, "PNG")
-    with pytest.raises(DocumentTooLarge, match="limit is 5,000,000 pixels"):
-        _extract(data, Settings(max_image_pixels=5_000_000))
+    with pytest.raises(DocumentTooLarge, match=f"limit is {limit:,} pixels") as raised:
+        _extract(data, Settings(max_image_pixels=limit))
+    assert "6,000,000 pixels" in raised.value.message
+    assert str(2 * limit) not in raised.value.message and "DOS" not in raised.value.message

@@ -35,8 +35,9 @@ RESULT_KEYS = {
     "chunks_reused",
     "ocr_pages",
     "unchanged",
+    "format_note",
 }
-"""The contract's job `result` fields."""
+"""The contract's job `result` fields (`format_note` an extension: null unless the name lied)."""
 
 
 def field_notes(paragraphs: int, tag: str) -> bytes:
