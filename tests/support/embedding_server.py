@@ -12,8 +12,15 @@ inputs match. A fault is a `Fault` or a dict of its fields, e.g. `{"status": 429
 {"Retry-After": "2"}}`, `{"status": 500}`, `{"delay": 5}` (answer late), `{"malformed": True}`
 (invalid JSON), `{"wrong_dimensions": True}`, `{"disconnect": True}`.
 
+`fail_from(n, fault)` spoils every request from the n-th on (an endpoint that goes down and
+stays down) until `recover()`. `fixed_dimensions` answers vectors of that size whatever the
+request's `dimensions` (a deployment of the wrong size), `model_salt` other vectors under the
+same model name (another model), and `report_usage=False` leaves out the reply's `usage`.
+
 `latency` is the least time between receiving a request and answering it (the vectors are
-computed inside it), plus a uniform random `latency_jitter`. Every request is recorded.
+computed inside it), plus a uniform random `latency_jitter`. Every request is recorded, with
+its status and the `prompt_tokens` its reply reported (`served`, `served_tokens`: the server's
+own request and token log, to compare with the client's usage).
 
 Manual use: `python tests/support/embedding_server.py --port 8099 --latency-ms 100`.
 """
@@ -97,6 +104,8 @@ class RecordedRequest:
     fault: Fault | None = None
     status: int | None = None
     answered: float | None = None
+    prompt_tokens: int | None = None
+    """What the reply's `usage.prompt_tokens` said (None: no reply with vectors)."""
 
 
 @dataclass
@@ -119,8 +128,15 @@ class FakeEmbeddingServer:
         host: str = "127.0.0.1",
         port: int = 0,
         seed: int = 0,
+        fixed_dimensions: int | None = None,
+        model_salt: str = "",
+        report_usage: bool = True,
     ) -> None:
         self.dimensions = dimensions
+        self.fixed_dimensions = fixed_dimensions
+        self.model_salt = model_salt
+        self.report_usage = report_usage
+        self._fail_from: tuple[int, Fault] | None = None
         self.latency = latency
         self.latency_jitter = latency_jitter
         self.always_float = always_float
@@ -186,6 +202,27 @@ class FakeEmbeddingServer:
     ) -> None:
         self.fail_when(lambda inputs: any(marker in text for text in inputs), fault, times=times)
 
+    def fail_from(self, number: int, fault: FaultSpec) -> None:
+        """Spoil the `number`-th request received (counting from 1) and every later one."""
+        with self._lock:
+            self._fail_from = (number, as_fault(fault))
+
+    def recover(self) -> None:
+        """Stop `fail_from`'s faults: answer normally again."""
+        with self._lock:
+            self._fail_from = None
+
+    @property
+    def served(self) -> list[RecordedRequest]:
+        """The requests answered with vectors."""
+        with self._lock:
+            return [request for request in self._requests if request.prompt_tokens is not None]
+
+    @property
+    def served_tokens(self) -> int:
+        """The tokens this server reported for the requests it served."""
+        return sum(request.prompt_tokens or 0 for request in self.served)
+
     @property
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
@@ -200,6 +237,9 @@ class FakeEmbeddingServer:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             request.fault = self._faults.popleft() if self._faults else None
+            failing = self._fail_from
+            if request.fault is None and failing and len(self._requests) + 1 >= failing[0]:
+                request.fault = failing[1]
             if request.fault is None:
                 for rule in self._rules:
                     if rule.times != 0 and rule.predicate(request.inputs):
@@ -217,7 +257,7 @@ class FakeEmbeddingServer:
     def embedding_reply(self, request: RecordedRequest, *, dimensions: int) -> bytes:
         """Build the OpenAI-shaped success body (assembled by hand: json.dumps is the slow part)."""
         model = request.model or ""
-        vectors = fake_vectors(model, request.inputs, dimensions)
+        vectors = fake_vectors(model + self.model_salt, request.inputs, dimensions)
         if self.always_float or request.encoding_format == "float":
             encoded = [json.dumps(vector.tolist()).encode() for vector in vectors]
         else:
@@ -228,6 +268,10 @@ class FakeEmbeddingServer:
                 parts.append(b",")
             parts += [b'{"object":"embedding","index":%d,"embedding":' % index, embedding, b"}"]
         tokens = sum(len(text.encode()) // 4 + 1 for text in request.inputs)  # an estimate
+        request.prompt_tokens = tokens
+        if not self.report_usage:
+            parts.append(f'],"model":{json.dumps(model)}}}'.encode())
+            return b"".join(parts)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
         parts.append(f'],"model":{json.dumps(model)},"usage":{json.dumps(usage)}}}'.encode())
         return b"".join(parts)
@@ -293,7 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
             encoded = b'{"object": "list", "data": [{"object": "embedding", "index": 0, "embed'
         else:
             native = OPENAI_DIMENSIONS.get(request.model or "", owner.dimensions)
-            dimensions = request.dimensions or native
+            dimensions = owner.fixed_dimensions or request.dimensions or native
             if fault.wrong_dimensions:
                 dimensions += 1
             encoded = owner.embedding_reply(request, dimensions=dimensions)
