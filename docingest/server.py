@@ -101,6 +101,19 @@ def check_dependencies(services: Services, *, store: bool) -> None:
         except IngestError as exc:
             where = settings.qdrant_url or f"embedded store in {settings.data_dir / 'edge'}"
             raise StartupError(f"Qdrant ({where}) is not usable: {exc.message}") from exc
+    check_embedding_endpoints(services)
+
+
+def check_embedding_endpoints(services: Services) -> None:
+    """With fallback endpoints: check each serves the default model (logged); raise
+    `StartupError` when every one of them is refused, since none could ever be used."""
+    try:
+        outcome = services.check_embedding_endpoints()
+    except IngestError as exc:
+        raise StartupError(f"The embedding endpoints cannot be used: {exc.message}") from exc
+    if outcome and all(state.startswith("refused") for state in outcome.values()):
+        details = "; ".join(f"{label} {state}" for label, state in outcome.items())
+        raise StartupError(f"No embedding endpoint serves the configured model: {details}")
 
 
 def serve(settings: Settings, *, on_ready: Callable[[str], None] | None = None) -> int:

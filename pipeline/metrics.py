@@ -3,8 +3,10 @@
 The API serves them at `/metrics`; `docingest worker` on its metrics port, summed over its pool
 processes (prometheus-client multiprocess mode, `docingest/worker_metrics.py`).
 
-Counts that must agree across processes (jobs queued, processing and finished) are read from
-Redis at scrape time instead (`api/metrics.py`); these are per-process histograms and totals.
+Counts that must agree across processes (jobs queued, processing and finished, and each
+index's usage) are read from Redis at scrape time instead (`api/metrics.py`); these are
+per-process histograms and totals. The `endpoint` label takes one value per configured
+embedding endpoint (`primary`, `fallback1`, ...) or `local`, so it stays small.
 """
 
 from __future__ import annotations
@@ -49,4 +51,29 @@ STORE_FLUSH_SECONDS = Histogram(
     "docingest_store_flush_duration_seconds",
     "Time of one flush of an embedded (Edge) shard (segments persisted, WAL truncated).",
     buckets=_DURATION_BUCKETS,
+)
+EMBEDDING_ENDPOINT_REQUESTS = Counter(
+    "docingest_embedding_endpoint_requests",
+    "Embedding requests each endpoint (primary, fallback1, ...) answered with vectors.",
+    ["endpoint"],
+)
+EMBEDDING_ENDPOINT_TOKENS = Counter(
+    "docingest_embedding_endpoint_tokens",
+    "Input tokens of the requests each endpoint served (the provider's count when it gives one).",
+    ["endpoint"],
+)
+EMBEDDING_ENDPOINT_FAILURES = Counter(
+    "docingest_embedding_endpoint_failures",
+    "Failed attempts (retryable errors) at each embedding endpoint.",
+    ["endpoint"],
+)
+EMBEDDING_FAILOVERS = Counter(
+    "docingest_embedding_failovers",
+    "Batches an endpoint gave up on (retries spent or circuit open), taken by the next one.",
+    ["endpoint"],
+)
+EMBEDDING_CIRCUIT_OPENED = Counter(
+    "docingest_embedding_circuit_opened",
+    "Times an embedding endpoint's circuit breaker opened (or a half-open probe failed).",
+    ["endpoint"],
 )

@@ -9,6 +9,7 @@ every process owns.
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from pipeline.search import SearchRequest, SearchResponse, resolve_target, searc
 from pipeline.settings import Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT, DocumentFence
+
+log = logging.getLogger(__name__)
 
 REDIS_SOCKET_TIMEOUT = 10.0
 """Seconds one Redis command may take before it counts as Redis being unavailable."""
@@ -103,6 +106,21 @@ class Services:
         """The settings a new index gets when nothing else is asked for."""
         embedding = self.resolve_embedding(EmbeddingConfig.from_settings(self.settings))
         return IndexConfig(embedding=embedding, chunking=ChunkingSpec.from_settings(self.settings))
+
+    def check_embedding_endpoints(self) -> dict[str, str]:
+        """On start, with fallback endpoints configured: check that each serves the default
+        model with its dimensions (`pipeline.embedders.endpoint_check`), and log the outcome;
+        endpoint label → `ok`, `refused: ...` or `unchecked: ...`. Empty when there is
+        nothing to check (no fallbacks, or another provider)."""
+        settings = self.settings
+        if not settings.openai_fallback_urls or settings.embedding_provider != "openai":
+            return {}
+        embedder = self.embedder_for(EmbeddingConfig.from_settings(settings))
+        check = getattr(embedder, "check_endpoints", None)
+        outcome: dict[str, str] = check() if check is not None else {}
+        for label, state in outcome.items():
+            log.info("embedding endpoint %s: %s", label, state)
+        return outcome
 
     def ensure_index(self, name: str) -> IndexConfig:
         """Return the config of index `name`, creating it with the defaults if it is missing."""

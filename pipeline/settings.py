@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class ChunkUnit(StrEnum):
@@ -237,6 +238,22 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     """API key; None lets the `openai` client read `OPENAI_API_KEY`."""
 
+    openai_fallback_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Comma-separated base URLs serving the same model as the primary, tried in order when
+    its retries are spent or its circuit is open; each is checked to answer for the index's
+    model with its dimensions before use, and refused if it does not."""
+
+    openai_fallback_api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    """Comma-separated keys of the fallbacks, in their order; a missing or empty one means
+    the primary's key."""
+
+    embedding_circuit_failures: int = Field(default=5, gt=0)
+    """Failed attempts in a row after which an endpoint with a fallback behind it is left
+    alone (its circuit opens) for `embedding_circuit_open_seconds`."""
+
+    embedding_circuit_open_seconds: float = Field(default=30.0, gt=0)
+    """How long an open circuit sends batches past its endpoint before one probes it."""
+
     local_model_threads: int = Field(default=0, ge=0)
     """CPU threads for the local model; 0 means one per core."""
 
@@ -309,6 +326,24 @@ class Settings(BaseSettings):
     None serves none. With the prefork pool it needs `PROMETHEUS_MULTIPROC_DIR` (an existing,
     writable directory) so that every pool process records into it. The API serves `/metrics`
     on its own port."""
+
+    @field_validator("openai_fallback_urls", "openai_fallback_api_keys", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        """`a,b` or a JSON list `["a", "b"]`; empty means none."""
+        if isinstance(value, str):
+            if value.strip().startswith("["):
+                return json.loads(value)
+            return [item.strip() for item in value.split(",")] if value.strip() else []
+        return value
+
+    @model_validator(mode="after")
+    def _check_fallbacks(self) -> Settings:
+        if any(not url for url in self.openai_fallback_urls):
+            raise ValueError("openai_fallback_urls has an empty entry")
+        if len(self.openai_fallback_api_keys) > len(self.openai_fallback_urls):
+            raise ValueError("openai_fallback_api_keys has more keys than there are fallbacks")
+        return self
 
     @model_validator(mode="after")
     def _check_overlap(self) -> Settings:

@@ -147,8 +147,24 @@ def describe(error: BaseException) -> str:
     return str(error)
 
 
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A parsed embeddings reply: the vectors, and what the server says about them."""
+
+    vectors: np.ndarray
+    prompt_tokens: int | None
+    """The reply's `usage.prompt_tokens` (the provider's own count), if it has one."""
+    model: str | None
+    """The model the reply names, if any."""
+
+
 def decode_reply(content: bytes, expected: int) -> np.ndarray:
-    """Return the float32 vectors of an embeddings reply in input order.
+    """Return the float32 vectors of an embeddings reply in input order (see `parse_reply`)."""
+    return parse_reply(content, expected).vectors
+
+
+def parse_reply(content: bytes, expected: int) -> Reply:
+    """Return the float32 vectors of an embeddings reply in input order, with its usage.
 
     Raise `MalformedReply` for a body that is not an embeddings list (retried), `BadReply`
     for one with the wrong number of vectors, bad indexes or non-finite values.
@@ -174,7 +190,14 @@ def decode_reply(content: bytes, expected: int) -> np.ndarray:
         raise BadReply("reply vectors differ in length") from exc
     if not np.isfinite(matrix).all():
         raise BadReply("reply vectors hold non-finite values")
-    return matrix
+    usage = payload.get("usage")
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    model = payload.get("model")
+    return Reply(
+        matrix,
+        prompt_tokens=tokens if isinstance(tokens, int) and tokens >= 0 else None,
+        model=model if isinstance(model, str) and model else None,
+    )
 
 
 def _decode_vector(embedding: object) -> np.ndarray:
@@ -233,6 +256,16 @@ class StopWhenSet(stop_base):
         return self.event.is_set()
 
 
+class StopWhen(stop_base):
+    """Stop once `predicate()` is true."""
+
+    def __init__(self, predicate: Callable[[], bool]) -> None:
+        self.predicate = predicate
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self.predicate()
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How hard one batch tries (the `embedding_*` settings of the same names)."""
@@ -260,10 +293,12 @@ def build_retrying(
     is_retryable: Callable[[BaseException], bool] = is_retryable,
     hint: Callable[[BaseException], float | None] = retry_hint,
     before_sleep: Callable[[RetryCallState], Any] | None = None,
+    give_up: Callable[[], bool] | None = None,
 ) -> Retrying:
     """Return the tenacity loop of one batch; it raises `RetryError` when out of attempts/time.
 
-    `deadline` is a `time.monotonic()` value.
+    `deadline` is a `time.monotonic()` value; `give_up` is asked after each failed attempt
+    (an endpoint's circuit opening ends its batches' retries).
 
     Exceptions `is_retryable` rejects are re-raised at once. Sleeping wakes early on `abort`.
     """
@@ -271,10 +306,11 @@ def build_retrying(
     def sleep(seconds: float) -> None:
         abort.wait(seconds)
 
+    stop = stop_after_attempt(policy.max_attempts) | StopAtDeadline(deadline) | StopWhenSet(abort)
+    if give_up is not None:
+        stop = stop | StopWhen(give_up)
     return Retrying(
-        stop=(
-            stop_after_attempt(policy.max_attempts) | StopAtDeadline(deadline) | StopWhenSet(abort)
-        ),
+        stop=stop,
         wait=HintedFullJitter(
             base=policy.backoff_base_seconds, cap=policy.backoff_max_seconds, hint=hint
         ),

@@ -43,6 +43,7 @@ from pipeline import metrics
 from pipeline.chunking.tokens import DEFAULT_TOKENIZER_PATH
 from pipeline.embedders.artifacts import LOCAL_MODEL, read_verified
 from pipeline.embedders.base import COUNTERS, ProgressCallback
+from pipeline.embedders.usage import LOCAL, record_request
 from pipeline.errors import EmbeddingFailed
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -231,6 +232,7 @@ class LocalEmbedder:
             if on_progress is not None:
                 on_progress(done)
         COUNTERS.add(requests=len(plan), inputs=len(texts), tokens=sum(lengths))
+        record_request(LOCAL, tokens=sum(lengths), requests=len(plan))
         return vectors
 
     def _run(self, batch: list[Encoding], options: ort.RunOptions | None) -> np.ndarray:
