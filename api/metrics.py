@@ -1,7 +1,8 @@
 """`/metrics`: this process's metrics plus job counts read from Redis at scrape time.
 
-Job counts come from Redis so every API replica reports the same numbers whichever worker
-ran the jobs; stage durations, uploads and embedding calls are counted per process.
+Job counts and each index's usage come from Redis so every API replica reports the same
+numbers whichever worker ran the jobs; stage durations, uploads and embedding calls (per
+endpoint too) are counted per process.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from pipeline.embedders.base import COUNTERS
 from pipeline.errors import DependencyUnavailable
+from pipeline.jobs.usage import OTHER
 from pipeline.keys import JobStatus
 from pipeline.services import Services
 
@@ -57,6 +59,41 @@ class JobsCollector(Collector):
         )
 
 
+class IndexUsageCollector(Collector):
+    """Each index's cumulative usage, from Redis: the `metrics_max_indexes` indexes that used
+    the most tokens by name, the rest summed as `index="(other)"`, so the label's values are
+    bounded whatever the number of indexes (an index can move between the two as usage
+    grows; sum over `index` for a total that never does)."""
+
+    FIELDS = (
+        ("jobs", "docingest_index_jobs_completed", "Completed jobs counted in the index's usage."),
+        ("embedding_requests", "docingest_index_embedding_requests",
+         "Embedding requests of the index's completed jobs."),
+        ("input_tokens", "docingest_index_embedding_tokens",
+         "Input tokens of the index's completed jobs (the provider's count when it gives one)."),
+        ("vectors_reused", "docingest_index_vectors_reused",
+         "Chunks of the index's completed jobs that needed no embedding request."),
+        ("fallback_requests", "docingest_index_fallback_requests",
+         "Embedding requests of the index's completed jobs that a fallback endpoint served."),
+    )  # fmt: skip
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        limit = self._services.settings.metrics_max_indexes
+        try:
+            named, other = self._services.usage.top(limit)
+        except DependencyUnavailable:
+            return  # docingest_redis_up says so
+        rows = [*named.items(), (OTHER, other)]
+        for field, name, documentation in self.FIELDS:
+            family = CounterMetricFamily(name, documentation, labels=["index"])
+            for index, usage in rows:
+                family.add_metric([index], getattr(usage, field))
+            yield family
+
+
 class EmbeddingCollector(Collector):
     """Embedding requests, retries, failures, inputs and tokens of this process."""
 
@@ -71,6 +108,7 @@ def registry_for(services: Services) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(JobsCollector(services))
     registry.register(EmbeddingCollector())
+    registry.register(IndexUsageCollector(services))
     return registry
 
 

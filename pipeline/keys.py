@@ -9,6 +9,10 @@
     {prefix}jobs:finished             hash: jobs finished per terminal status (counters)
     {prefix}version:{index}:{doc}     string: newest version handed out (`pipeline.store.fencing`)
     {prefix}lock:{index}:{doc}        lock: a document's store phase (`pipeline.store.fencing`)
+    {prefix}usage:index:{index}       hash: an index's cumulative usage (`pipeline.jobs.usage`),
+                                      added to when each of its jobs completes
+    {prefix}usage:ranking             zset: index names by input tokens (per-index metrics)
+    {prefix}usage:all                 hash: the usage of every index together
     {prefix}housekeeping:tick         string with a TTL: who runs the next sweep
     {prefix}celery:...                the Celery broker's keys (kombu's global key prefix;
                                       `workers.broker` reads its queue lists)
@@ -101,6 +105,21 @@ class Keys:
     @property
     def finished(self) -> str:
         return f"{self.prefix}jobs:finished"
+
+    def index_usage(self, index: str) -> str:
+        """An index's cumulative usage, counted once per completed job."""
+        return f"{self.prefix}usage:index:{index}"
+
+    @property
+    def usage_ranking(self) -> str:
+        """Index names scored by the input tokens their jobs used."""
+        return f"{self.prefix}usage:ranking"
+
+    @property
+    def usage_all(self) -> str:
+        """The usage of every index together (what the per-index metrics' `(other)` is
+        the rest of)."""
+        return f"{self.prefix}usage:all"
 
     @property
     def housekeeping_tick(self) -> str:

@@ -20,6 +20,7 @@ from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
 from pipeline.embedders.registry import build_embedder
 from pipeline.errors import DocumentNotFound, InvalidEmbedding, StoreNotHere
 from pipeline.jobs.state import JobStore
+from pipeline.jobs.usage import UsageLedger
 from pipeline.keys import Keys
 from pipeline.redis_errors import REDIS_DOWN
 from pipeline.search import SearchRequest, SearchResponse, resolve_target, search
@@ -50,6 +51,7 @@ class Services:
         )
         self.keys = Keys(settings.redis_key_prefix)
         self.jobs = JobStore(self.redis, keys=self.keys, ttl_seconds=settings.job_ttl_seconds)
+        self.usage = UsageLedger(self.redis, keys=self.keys)
         self.fence = DocumentFence(self.redis, key_prefix=settings.redis_key_prefix)
         self.query_cache = QueryCache(settings.query_cache_size)
         self.owns_store = owns_store or settings.qdrant_url is not None
@@ -121,6 +123,13 @@ class Services:
         for label, state in outcome.items():
             log.info("embedding endpoint %s: %s", label, state)
         return outcome
+
+    def delete_index(self, index: str) -> bool:
+        """Remove the index, its vectors and its usage; False if it does not exist."""
+        if not self.store.delete_index(index):
+            return False
+        self.usage.forget(index)
+        return True
 
     def ensure_index(self, name: str) -> IndexConfig:
         """Return the config of index `name`, creating it with the defaults if it is missing."""

@@ -254,6 +254,10 @@ class Settings(BaseSettings):
     embedding_circuit_open_seconds: float = Field(default=30.0, gt=0)
     """How long an open circuit sends batches past its endpoint before one probes it."""
 
+    embedding_price_per_million_tokens: dict[str, float] = Field(default_factory=dict)
+    """Price of a million input tokens by model name, as JSON (`{"text-embedding-3-small":
+    0.02}`); adds `estimated_cost` to job and index usage, in the prices' currency."""
+
     local_model_threads: int = Field(default=0, ge=0)
     """CPU threads for the local model; 0 means one per core."""
 
@@ -321,6 +325,10 @@ class Settings(BaseSettings):
     """`json` writes one JSON object per log line; lines logged while a job runs carry its
     `job_id`, `index` and `document_id`."""
 
+    metrics_max_indexes: int = Field(default=20, ge=0)
+    """Indexes named in the per-index usage metrics, most tokens first; the rest are summed
+    under `index="(other)"`, so the label's values stay bounded."""
+
     metrics_port: int | None = Field(default=None, gt=0, lt=65536)
     """Port on which `docingest worker` serves Prometheus metrics of all its pool processes;
     None serves none. With the prefork pool it needs `PROMETHEUS_MULTIPROC_DIR` (an existing,
@@ -344,6 +352,10 @@ class Settings(BaseSettings):
         if len(self.openai_fallback_api_keys) > len(self.openai_fallback_urls):
             raise ValueError("openai_fallback_api_keys has more keys than there are fallbacks")
         return self
+
+    def price_per_million_tokens(self, model: str) -> float | None:
+        """The configured price of `model`'s input tokens, if any."""
+        return self.embedding_price_per_million_tokens.get(model)
 
     @model_validator(mode="after")
     def _check_overlap(self) -> Settings:

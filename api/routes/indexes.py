@@ -5,10 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import AuthorizedIndex, PrincipalDep, ServicesDep, StoreDep
+from api.deps import AuthorizedIndex, PrincipalDep, ServicesDep
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import IndexNotFound
+from pipeline.jobs.usage import IndexUsage
+from pipeline.services import Services
 from pipeline.store import IndexConfig, IndexInfo
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"])
@@ -24,8 +26,19 @@ class IndexCreate(BaseModel):
     description: str | None = Field(default=None, max_length=1000)
 
 
+class IndexDetail(IndexInfo):
+    """An index with its cumulative usage (README, "Usage and fallback endpoints")."""
+
+    usage: IndexUsage
+
+
 class IndexList(BaseModel):
-    indexes: list[IndexInfo]
+    indexes: list[IndexDetail]
+
+
+def _detail(services: Services, info: IndexInfo, usage: IndexUsage) -> IndexDetail:
+    price = services.settings.price_per_million_tokens(info.embedding.model)
+    return IndexDetail(**info.model_dump(), usage=usage.priced(price))
 
 
 @router.put("/{index}", response_model=IndexInfo, status_code=201)
@@ -52,22 +65,24 @@ def create_index(
 
 
 @router.get("", response_model=IndexList)
-def list_indexes(store: StoreDep, principal: PrincipalDep) -> IndexList:
-    """Every index this caller may use."""
-    return IndexList(indexes=[i for i in store.list_indexes() if principal.may_use(i.name)])
+def list_indexes(services: ServicesDep, principal: PrincipalDep) -> IndexList:
+    """Every index this caller may use, with its usage."""
+    infos = [i for i in services.store.list_indexes() if principal.may_use(i.name)]
+    usage = services.usage.of_many(info.name for info in infos)
+    return IndexList(indexes=[_detail(services, info, usage[info.name]) for info in infos])
 
 
-@router.get("/{index}", response_model=IndexInfo)
-def get_index(index: AuthorizedIndex, store: StoreDep) -> IndexInfo:
-    info = store.get_index(index)
+@router.get("/{index}", response_model=IndexDetail)
+def get_index(index: AuthorizedIndex, services: ServicesDep) -> IndexDetail:
+    info = services.store.get_index(index)
     if info is None:
         raise IndexNotFound(f"Index '{index}' does not exist.")
-    return info
+    return _detail(services, info, services.usage.of(index))
 
 
 @router.delete("/{index}", status_code=204)
-def delete_index(index: AuthorizedIndex, store: StoreDep) -> Response:
-    """Remove the index and all its vectors."""
-    if not store.delete_index(index):
+def delete_index(index: AuthorizedIndex, services: ServicesDep) -> Response:
+    """Remove the index, all its vectors and its usage."""
+    if not services.delete_index(index):
         raise IndexNotFound(f"Index '{index}' does not exist.")
     return Response(status_code=204)

@@ -11,6 +11,7 @@ import numpy as np
 
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder
+from pipeline.embedders.usage import record_reused
 from pipeline.metadata import ocr_of_pages
 from pipeline.sparse import SparseTerms
 from pipeline.store import ChunkRecord, DocumentFields
@@ -46,6 +47,7 @@ def embed_missing(
             weight[digest] = weight.get(digest, 0) + 1
     total = len(chunks)
     done = total - sum(weight.values())
+    record_reused(total - len(missing))  # every chunk whose vector needed no request
     on_progress(done, total)
     if not missing:
         return vectors

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.embedders.usage import JobUsage
 from pipeline.keys import JobStage
 from pipeline.prepare import PreparedStream
 
@@ -98,3 +99,5 @@ class IndexResult:
     format_note: str | None = None
     """Set when the file's extension names another format than its bytes (a text file
     named `.pdf`), saying which was read."""
+    usage: JobUsage = field(default_factory=JobUsage)
+    """What embedding the document cost (`ingest_file` measures it)."""

@@ -4,7 +4,8 @@ runner share.
     ensure the index → open the prepared file (in the limited child) → stop if cancelled →
     the index's embedder → the document's next version → index it, window by window
 
-The stages are timed here (`StageClock`), whoever called.
+The stages are timed here (`StageClock`), and the embedding usage metered
+(`pipeline.embedders.usage`), whoever called.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from pipeline.document import PageReporter
 from pipeline.embedders.base import Embedder
+from pipeline.embedders.usage import metering
 from pipeline.errors import Cancelled
 from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
 from pipeline.indexing.request import NO_HOOKS
@@ -103,7 +105,8 @@ def ingest_file(
             user_metadata=dict(request.user_metadata),
             force=request.force,
         )
-        with map_redis_errors():  # the fence's Redis calls, which the store phase makes
+        # the fence's Redis calls, which the store phase makes; the usage of this file alone
+        with map_redis_errors(), metering() as meter:
             result = index_document(
                 index_request,
                 store=services.store,
@@ -113,7 +116,8 @@ def ingest_file(
                 hooks=index_hooks,
             )
     clock.stop()
-    return result
+    price = services.settings.price_per_million_tokens(config.embedding.model)
+    return replace(result, usage=meter.usage(price_per_million_tokens=price))
 
 
 def _also(first: StageReporter, then: StageReporter | None) -> StageReporter:

@@ -119,7 +119,7 @@ def _run_job(
                 f"job {job_id}."
             )
             return _fail(jobs, job_id, attempt, {"code": "internal_error", "message": message})
-    if not jobs.complete(job_id, attempt, asdict(result)):
+    if not jobs.complete(job_id, attempt, asdict(result), index=work.job.index):
         return _lost(job_id)
     metrics.JOBS_FINISHED.labels("completed", "").inc()
     metrics.JOB_SECONDS.observe(time.perf_counter() - started)

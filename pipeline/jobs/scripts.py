@@ -84,6 +84,38 @@ return 1
 """
 )
 
+# FINISH for a completed job, adding its usage to its index's once per job id (a marker in
+# the job hash, which no retry clears): a redelivered or replayed completion adds nothing.
+# KEYS: job, running, queued, finished-counters, index usage, usage ranking, usage of all.
+# ARGV: job_id, attempt, ttl, index, n, n usage name/value pairs, then field/value pairs.
+COMPLETE = (
+    _TIME
+    + """
+if redis.call('HGET', KEYS[1], 'status') ~= 'processing' then return 0 end
+if redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'completed', 'finished_at', tostring(now))
+redis.call('HDEL', KEYS[1], 'stage')
+local n = tonumber(ARGV[5])
+for i = 6 + 2 * n, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HINCRBY', KEYS[4], 'completed', 1)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+if redis.call('HSETNX', KEYS[1], 'usage_counted', '1') == 1 then
+    redis.call('HINCRBY', KEYS[5], 'jobs', 1)
+    redis.call('HINCRBY', KEYS[7], 'jobs', 1)
+    for i = 6, 5 + 2 * n, 2 do
+        local amount = tonumber(ARGV[i + 1])
+        redis.call('HINCRBY', KEYS[5], ARGV[i], amount)
+        redis.call('HINCRBY', KEYS[7], ARGV[i], amount)
+        if ARGV[i] == 'input_tokens' then redis.call('ZINCRBY', KEYS[6], amount, ARGV[4]) end
+    end
+    redis.call('ZINCRBY', KEYS[6], 0, ARGV[4])
+end
+return 1
+"""
+)
+
 # KEYS: job, running, queued. ARGV: job_id, attempt ('' = any), stale_after ('' = any), note.
 REQUEUE = (
     _TIME
@@ -144,3 +176,17 @@ redis.call('ZADD', KEYS[2], now, ARGV[1])
 return 'retried'
 """
 )
+
+# KEYS: index usage, usage ranking, usage of all. ARGV: index. Subtracts the index's usage
+# from the totals and drops it, in one step, so a completion racing it is counted in both or
+# in neither.
+FORGET_USAGE = """
+local raw = redis.call('HGETALL', KEYS[1])
+for i = 1, #raw, 2 do  -- (never -0: Lua writes it '-0', which HINCRBY refuses)
+    local amount = tonumber(raw[i + 1])
+    if amount ~= 0 then redis.call('HINCRBY', KEYS[3], raw[i], 0 - amount) end
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return #raw / 2
+"""

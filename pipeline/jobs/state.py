@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import JobNotFound, JobStateConflict
 from pipeline.jobs.job import Claim, Job, JobSpec, JobWork, job_from_hash, work_from_hash
-from pipeline.jobs.scripts import CANCEL, CLAIM, FINISH, REQUEUE, RETRY, UPDATE
+from pipeline.jobs.scripts import CANCEL, CLAIM, COMPLETE, FINISH, REQUEUE, RETRY, UPDATE
+from pipeline.jobs.usage import usage_fields
 from pipeline.keys import JobStage, JobStatus, Keys
 from pipeline.redis_errors import map_redis_errors
 
@@ -57,6 +58,7 @@ class JobStore:
         self._claim = redis.register_script(CLAIM)
         self._update = redis.register_script(UPDATE)
         self._finish = redis.register_script(FINISH)
+        self._complete = redis.register_script(COMPLETE)
         self._requeue = redis.register_script(REQUEUE)
         self._cancel = redis.register_script(CANCEL)
         self._retry = redis.register_script(RETRY)
@@ -225,10 +227,24 @@ class JobStore:
         """Remember the document version this job writes, for every later attempt."""
         return self.update(job_id, attempt, version=version)
 
-    def complete(self, job_id: str, attempt: int, result: Mapping[str, Any]) -> bool:
-        return self._finish_as(
-            job_id, attempt, JobStatus.COMPLETED, progress="1.0", result=json.dumps(result)
-        )
+    def complete(
+        self, job_id: str, attempt: int, result: Mapping[str, Any], *, index: str | None = None
+    ) -> bool:
+        """Record `attempt`'s result; with `index`, add the result's `usage` to the index's
+        (once per job, in the same step: `pipeline.jobs.usage`)."""
+        if index is None:
+            return self._finish_as(
+                job_id, attempt, JobStatus.COMPLETED, progress="1.0", result=json.dumps(result)
+            )
+        keys = self.keys
+        usage = usage_fields(result.get("usage") or {})
+        args: list[str | int] = [job_id, attempt, self.ttl_seconds, index, len(usage)]
+        for name, amount in usage.items():
+            args += [name, amount]
+        args += ["progress", "1.0", "result", json.dumps(result)]
+        script_keys = [keys.job(job_id), keys.running, keys.queued, keys.finished]
+        script_keys += [keys.index_usage(index), keys.usage_ranking, keys.usage_all]
+        return bool(self._call(self._complete, script_keys, args))
 
     def fail(self, job_id: str, attempt: int, error: Mapping[str, str]) -> bool:
         return self._finish_as(job_id, attempt, JobStatus.FAILED, error=json.dumps(dict(error)))

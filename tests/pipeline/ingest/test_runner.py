@@ -36,8 +36,10 @@ RESULT_KEYS = {
     "ocr_pages",
     "unchanged",
     "format_note",
+    "usage",
 }
-"""The contract's job `result` fields (`format_note` an extension: null unless the name lied)."""
+"""The contract's job `result` fields (extensions: `format_note`, null unless the name lied;
+`usage`, README "Usage and fallback endpoints")."""
 
 
 def field_notes(paragraphs: int, tag: str) -> bytes:
