@@ -196,13 +196,14 @@ def _log_finished(err: Console, item: Item) -> None:
 
 
 def summary_table(items: list[Item], *, waited: bool = True) -> Table:
-    """One row per file: status, chunks, pages, and what is worth knowing."""
+    """One row per file: status, chunks, pages, embedding tokens, and what is worth knowing."""
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("file", overflow="fold")  # a long path folds rather than push past 80
     table.add_column("status", no_wrap=True)
     if waited:
         table.add_column("chunks", justify="right", no_wrap=True)
         table.add_column("pages", justify="right", no_wrap=True)
+        table.add_column("tokens", justify="right", no_wrap=True)
     table.add_column("note" if waited else "job")
     for item in items:
         style = {"completed": "green", "failed": "red"}.get(item.status, "yellow")
@@ -210,6 +211,7 @@ def summary_table(items: list[Item], *, waited: bool = True) -> Table:
         if waited:
             result = item.result or {}
             row += [Text(_count(result.get("chunks"))), Text(_count(result.get("pages")))]
+            row.append(Text(_count((result.get("usage") or {}).get("input_tokens"))))
         row.append(Text(_note(item, waited=waited)))
         table.add_row(*row)
     return table

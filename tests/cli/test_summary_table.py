@@ -1,0 +1,39 @@
+"""The ingest command's closing table, rendered as the terminal shows it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from docingest.batch import Item
+from docingest.commands import summary_table
+
+
+def rendered(items: list[Item], *, waited: bool = True) -> list[list[str]]:
+    """The table's lines as cells (the box-drawing separators left out)."""
+    console = Console(width=200, record=True, color_system=None)
+    console.print(summary_table(items, waited=waited))
+    lines = console.export_text().splitlines()
+    return [[cell for cell in line.split() if cell not in "┃│━─╇┼"] for line in lines]
+
+
+def job(result: dict[str, Any] | None, status: str = "completed") -> Any:
+    return {"status": status, "stage": None, "progress": 1.0, "result": result, "error": None}
+
+
+def test_each_file_shows_the_tokens_its_embedding_used() -> None:
+    done = Item(Path("a.txt"), "a.txt", job_id="1")
+    done.job = job({"chunks": 12, "pages": None, "usage": {"input_tokens": 3456}})
+    older = Item(Path("b.txt"), "b.txt", job_id="2")
+    older.job = job({"chunks": 3, "pages": 1})  # a result from before usage existed
+    header, _, first, second = rendered([done, older])
+    assert header[:5] == ["file", "status", "chunks", "pages", "tokens"]
+    assert first[:5] == ["a.txt", "completed", "12", "-", "3456"]
+    assert second[:5] == ["b.txt", "completed", "3", "1", "-"]
+
+
+def test_without_waiting_there_is_no_tokens_column() -> None:
+    queued = Item(Path("a.txt"), "a.txt", job_id="1")
+    assert "tokens" not in rendered([queued], waited=False)[0]
