@@ -127,6 +127,12 @@ class CircuitBreaker:
             self._probing = True
             return "probe"
 
+    def probe_ended(self) -> None:
+        """Let another probe go if the one `admit` let through ended undecided (aborted
+        with its job), so a circuit never stays half-open for good."""
+        with self._lock:
+            self._probing = False
+
     def succeeded(self) -> bool:
         """Record a served request; return whether this closed an open circuit."""
         with self._lock:

@@ -262,6 +262,10 @@ class OpenAICompatibleEmbedder:
                 continue
             try:
                 return self._embed_on(endpoint, batch, abort, probe=admitted == "probe")
+            except _Aborted:
+                if admitted == "probe":
+                    endpoint.breaker.probe_ended()
+                raise
             except EndpointRefused as exc:
                 skipped.append(f"{endpoint.label} refused ({exc})")
                 continue

@@ -297,3 +297,13 @@ def test_without_the_providers_count_tokens_are_counted_as_openai_does() -> None
     counter = token_counter(MODEL)
     assert meter.usage().input_tokens == sum(counter.count(text) for text in texts)
     assert meter.usage().embedding_requests == len(server.served) == 2  # batches of 4
+
+
+def test_a_probe_that_ends_undecided_lets_the_next_one_go() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(failures=1, open_seconds=1.0, clock=lambda: now[0])
+    breaker.failed()
+    now[0] = 1.0
+    assert breaker.admit() == "probe"
+    breaker.probe_ended()  # its job was cancelled before the attempt decided anything
+    assert breaker.state == "half-open" and breaker.admit() == "probe"
