@@ -2,8 +2,9 @@
 served them, counted where the requests are made.
 
 A `UsageMeter` is opened around one job's indexing (`metering()`); every embedder call made
-inside it adds to it, on any thread that runs in a copy of the caller's context (the OpenAI
-embedder's pool does), so two jobs sharing one embedder in one process never mix their counts.
+inside it adds to it, and to every meter open around it (the job runner's spans the job's
+attempts), on any thread that runs in a copy of the caller's context (the OpenAI embedder's
+pool does), so two jobs sharing one embedder in one process never mix their counts.
 Outside a meter (a search's query, a readiness check) nothing is counted here; the process-wide
 totals in `/metrics` count everything.
 
@@ -20,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 PRIMARY = "primary"
 """The endpoint label of the configured base URL; fallbacks are `fallback1`, `fallback2`..."""
@@ -75,6 +77,14 @@ class UsageMeter:
         with self._lock:
             self._reused += count
 
+    def absorb(self, usage: Mapping[str, Any]) -> None:
+        """Add the requests and tokens of a `JobUsage` as a dict (an earlier attempt's): they
+        were billed. Not its reused vectors: the attempt that completes reuses them again
+        (or the earlier attempt's staged ones), and says what the document needed."""
+        for name, used in (usage.get("endpoints") or {}).items():
+            tokens, requests = int(used.get("input_tokens", 0)), int(used.get("requests", 0))
+            self.add_request(name, tokens=tokens, requests=requests)
+
     def usage(self, *, price_per_million_tokens: float | None = None) -> JobUsage:
         """The counts so far; with a price, their estimated cost."""
         with self._lock:
@@ -94,27 +104,27 @@ class UsageMeter:
         )
 
 
-_CURRENT: ContextVar[UsageMeter | None] = ContextVar("docingest_usage_meter", default=None)
+_OPEN: ContextVar[tuple[UsageMeter, ...]] = ContextVar("docingest_usage_meters", default=())
 
 
 @contextmanager
 def metering() -> Iterator[UsageMeter]:
     """Count the embedding usage of everything run inside the block (in this context)."""
     meter = UsageMeter()
-    token = _CURRENT.set(meter)
+    token = _OPEN.set((*_OPEN.get(), meter))
     try:
         yield meter
     finally:
-        _CURRENT.reset(token)
+        _OPEN.reset(token)
 
 
 def record_request(endpoint: str, *, tokens: int, requests: int = 1) -> None:
-    """Add served requests to the current meter, if one is open."""
-    if (meter := _CURRENT.get()) is not None:
+    """Add served requests to the open meters, if any."""
+    for meter in _OPEN.get():
         meter.add_request(endpoint, tokens=tokens, requests=requests)
 
 
 def record_reused(count: int) -> None:
-    """Add vectors that needed no request to the current meter, if one is open."""
-    if count and (meter := _CURRENT.get()) is not None:
+    """Add vectors that needed no request to the open meters, if any."""
+    for meter in _OPEN.get() if count else ():
         meter.add_reused(count)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from typing import Any
 
 from pipeline import log as log_context
 from pipeline import metrics
+from pipeline.embedders.usage import JobUsage, UsageMeter, metering
 from pipeline.errors import (
     Cancelled,
     DependencyUnavailable,
@@ -90,10 +92,15 @@ def _run_job(
     attempt = claim.attempt
     started = time.perf_counter()
     with Heartbeat(jobs, job_id, attempt, interval=settings.heartbeat_interval_seconds) as beat:
+        attempts_usage = UsageMeter()  # this attempt's and the earlier ones' (re-queued)
         try:
             work = jobs.work(job_id)
             log_context.add(index=work.job.index, document_id=work.job.document_id)
-            result = _process(services, work, attempt, beat)
+            with metering() as attempts_usage:
+                attempts_usage.absorb(work.usage_carried or {})
+                result = _process(services, work, attempt, beat)
+            if work.usage_carried:
+                result = replace(result, usage=_with_earlier(services, work, attempts_usage))
         except LostJob:
             return _lost(job_id)
         except Cancelled:
@@ -107,7 +114,8 @@ def _run_job(
         except TransientError as exc:
             if beat.lost:
                 return _lost(job_id)
-            return _requeue_or_fail(services, job_id, attempt, exc)
+            usage = asdict(attempts_usage.usage())
+            return _requeue_or_fail(services, job_id, attempt, exc, usage=usage)
         except timeout_errors:
             limit = settings.task_soft_time_limit_seconds
             message = f"The job ran past its {limit} s time limit."
@@ -127,13 +135,28 @@ def _run_job(
     return "completed"
 
 
-def _requeue_or_fail(services: Services, job_id: str, attempt: int, exc: TransientError) -> str:
-    """Fail the job once its attempts are spent; else re-queue it and raise `RetryJob`."""
+def _with_earlier(services: Services, work: JobWork, attempts: UsageMeter) -> JobUsage:
+    """The usage of every attempt of the job, priced as `ingest_file` prices one."""
+    config = services.store.index_config(work.job.index)
+    price = services.settings.price_per_million_tokens(config.embedding.model if config else "")
+    return attempts.usage(price_per_million_tokens=price)
+
+
+def _requeue_or_fail(
+    services: Services,
+    job_id: str,
+    attempt: int,
+    exc: TransientError,
+    *,
+    usage: dict[str, Any] | None = None,
+) -> str:
+    """Fail the job once its attempts are spent; else re-queue it, carrying `usage` (its
+    attempts' so far) to the next attempt, and raise `RetryJob`."""
     settings = services.settings
     if attempt >= settings.job_max_attempts:
         message = f"{exc.message} (gave up after {attempt} attempts)"
         return _fail(services.jobs, job_id, attempt, {"code": exc.code, "message": message})
-    services.jobs.requeue(job_id, attempt=attempt, note=exc.to_dict())
+    services.jobs.requeue(job_id, attempt=attempt, note=exc.to_dict(), usage=usage)
     delay = retry_delay(
         attempt, exc, base=settings.job_retry_base_seconds, cap=settings.job_retry_max_seconds
     )

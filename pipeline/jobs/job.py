@@ -74,6 +74,9 @@ class JobWork:
     staged_name: str
     content_type: str | None
     version: int | None
+    usage_carried: dict[str, Any] | None = None
+    """The usage of the job's earlier attempts that ended in a transient error (`JobUsage`
+    as a dict), added to the usage of the attempt that completes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,4 +139,5 @@ def work_from_hash(raw: Mapping[str, str]) -> JobWork:
         staged_name=raw["staged_name"],
         content_type=raw.get("content_type") or None,
         version=_int(raw.get("version")),
+        usage_carried=json.loads(raw["usage_carried"]) if raw.get("usage_carried") else None,
     )

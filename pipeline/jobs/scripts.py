@@ -116,7 +116,8 @@ return 1
 """
 )
 
-# KEYS: job, running, queued. ARGV: job_id, attempt ('' = any), stale_after ('' = any), note.
+# KEYS: job, running, queued. ARGV: job_id, attempt ('' = any), stale_after ('' = any), note,
+# usage carried to the next attempt ('' = unchanged).
 REQUEUE = (
     _TIME
     + """
@@ -128,6 +129,7 @@ if ARGV[3] ~= '' then
 end
 redis.call('HSET', KEYS[1], 'status', 'queued', 'queued_at', tostring(now),
     'last_error', ARGV[4])
+if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'usage_carried', ARGV[5]) end
 redis.call('HDEL', KEYS[1], 'stage')
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[3], now, ARGV[1])

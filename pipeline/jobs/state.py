@@ -259,15 +259,18 @@ class JobStore:
         attempt: int | None = None,
         stale_after: float | None = None,
         note: Mapping[str, str] | None = None,
+        usage: Mapping[str, Any] | None = None,
     ) -> bool:
         """Put a processing job back to `queued`: after a transient error (`attempt` given)
-        or because its heartbeat is older than `stale_after` (the sweep)."""
+        or because its heartbeat is older than `stale_after` (the sweep). `usage` is what the
+        job's attempts have used so far, carried to the one that completes it."""
         keys = self.keys
         args = [
             job_id,
             "" if attempt is None else attempt,
             "" if stale_after is None else stale_after,
             json.dumps(dict(note)) if note else "null",
+            json.dumps(dict(usage)) if usage else "",
         ]
         return bool(self._call(self._requeue, [keys.job(job_id), keys.running, keys.queued], args))
 

@@ -3,10 +3,11 @@ embedded, reused and spent.
 
 The job's completion adds its `result.usage` to its index's hash in the same Lua script that
 marks it completed (`scripts.COMPLETE`), once per job id: a marker in the job hash, which no
-retry clears, makes a redelivered or replayed completion add nothing. Failed and cancelled
-jobs add nothing (their requests still show in the process metrics), nor do the attempts of a
-job that ended in a transient error before the attempt that completed it. An index's usage
-is kept until the index is deleted.
+retry clears, makes a redelivered or replayed completion add nothing. A job's usage holds the
+requests of its earlier attempts that ended in a transient error (carried in the job hash by
+the re-queue, `usage_carried`); those of an attempt killed with its worker are not known.
+Failed and cancelled jobs add nothing (their requests still show in the process metrics). An
+index's usage is kept until the index is deleted.
 
 The estimated cost is not stored: it is the tokens times the model's price in the settings
 when read, so a price set later applies to what came before.
