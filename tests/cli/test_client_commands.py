@@ -52,10 +52,22 @@ def docingest(
 
 
 def row(output: str, name: str) -> str:
-    """The summary table line that names `name`."""
-    lines = [line for line in output.splitlines() if name in line]
-    assert lines, f"no line names {name}:\n{output}"
-    return lines[0]
+    """The summary table row that names `name`, as one line: a long path or note folds onto
+    the row's next lines, whose status cell is empty, so those are joined back cell by cell."""
+    rows: list[list[str]] = []
+    for line in output.splitlines():
+        cells = [cell.strip() for cell in line.split("│")]
+        if len(cells) < 2:
+            continue
+        if rows and not cells[1] and len(cells) == len(rows[-1]):
+            first = rows[-1][0] + cells[0]  # a path folds mid-name, with no space
+            rest = [f"{a} {b}".strip() for a, b in zip(rows[-1][1:], cells[1:], strict=True)]
+            rows[-1] = [first, *rest]
+        else:
+            rows.append(cells)
+    found = [" │ ".join(cells) for cells in rows if name in cells[0]]
+    assert found, f"no row names {name}:\n{output}"
+    return found[0]
 
 
 @pytest.fixture(scope="module")
