@@ -128,9 +128,10 @@ def nested_message(depth: int) -> bytes:
 
 def test_an_email_nested_100_deep_is_read_to_the_depth_limit_only() -> None:
     data = nested_message(100)
-    started = time.perf_counter()
+    # CPU time, which a loaded machine does not stretch as it does wall time.
+    started = time.process_time()
     document = extract_bytes(data, max_attachment_depth=3)
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
     text = join_blocks(document.blocks)[0]
     for level in (100, 99, 98, 97):
         assert f"Body of level {level}." in text
