@@ -23,7 +23,7 @@ from pipeline.chunking import Chunk, ChunkingSpec, iter_chunks
 from pipeline.chunking.tokens import length_function_for
 from pipeline.detect import detect
 from pipeline.document import Block, Detection, ExtractedDocument, PageReporter, join_blocks
-from pipeline.errors import CorruptDocument
+from pipeline.errors import CorruptDocument, DocumentTooLarge
 from pipeline.extract import extract_stream
 from pipeline.extract.ocr import OcrPageHook, OcrRecord
 from pipeline.keys import JobStage
@@ -251,6 +251,13 @@ class Preparer:
             length=length_function_for(spec.unit),
         ):
             self.chunk_count += 1
+            if self.chunk_count > self._settings.max_chunks_per_document:
+                raise DocumentTooLarge(
+                    "The document splits into more than "
+                    f"{self._settings.max_chunks_per_document:,} chunks (the server's "
+                    "max_chunks_per_document); split it into smaller files or use a larger "
+                    "chunk_size."
+                )
             yield chunk
 
     def parts(self) -> Iterator[Part]:

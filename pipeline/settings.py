@@ -109,6 +109,12 @@ class Settings(BaseSettings):
     max_extracted_chars: int = Field(default=50_000_000, gt=0)
     """Most characters of text one document may yield before `document_too_large`."""
 
+    max_chunks_per_document: int = Field(default=20_000, gt=0)
+    """Most chunks one document may be split into: the job fails with `document_too_large` as
+    soon as the count passes it, while the document is still being read, so a small upload of
+    a pathological shape (millions of cells or MIME parts) cannot hold a worker for hours.
+    Above every real document measured (BENCHMARKS.md, "Chunks per document")."""
+
     max_docx_uncompressed_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
     """Total uncompressed size the ZIP members of a DOCX, XLSX, PPTX, ODT or EPUB may declare
     (zip-bomb guard; the name predates the other ZIP-based formats)."""
