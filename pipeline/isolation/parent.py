@@ -262,7 +262,13 @@ def open_prepared(
         max_cpu_seconds=limits.max_cpu_seconds or limits.cpu_seconds,
     )
     server = _POOL.take()
-    follower = Follower(server, limits, on_stage=request.on_stage, on_page=request.on_page)
+    follower = Follower(
+        server,
+        limits,
+        on_stage=request.on_stage,
+        on_page=request.on_page,
+        should_cancel=request.should_cancel,
+    )
     try:
         server.send(parse)
         yield follower.stream()
