@@ -25,6 +25,7 @@ from pipeline.errors import (
     InvalidUpload,
     JobNotFound,
     JobStateConflict,
+    StagingFull,
     StoreLocked,
     StoreNotHere,
     TransientError,
@@ -34,7 +35,7 @@ from pipeline.errors import (
     UploadTooLarge,
 )
 
-_UNREAD_BODY = (UploadTooLarge, InvalidUpload)
+_UNREAD_BODY = (UploadTooLarge, InvalidUpload, StagingFull)
 """Errors raised before the body was read whole: close the connection after answering, so a
 client cannot go on streaming a huge body into the server."""
 
@@ -55,6 +56,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     UnsupportedFormat: 415,
     InvalidIndexName: 422,
     UnknownProvider: 422,
+    StagingFull: 507,
     StoreLocked: 503,
     StoreNotHere: 503,
     TransientError: 503,
@@ -82,10 +84,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def ingest_error(request: Request, exc: IngestError) -> JSONResponse:
         status = status_for(exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        if status == 503:
-            headers = {"Retry-After": "5"}
+        if status in (503, 507):
+            headers = {"Retry-After": "5" if status == 503 else "60"}
         if isinstance(exc, _UNREAD_BODY):
-            headers = {"Connection": "close"}
+            headers = (headers or {}) | {"Connection": "close"}
         return JSONResponse(error_body(exc.code, exc.message), status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

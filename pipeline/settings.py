@@ -252,7 +252,20 @@ class Settings(BaseSettings):
     """Prefix of every Redis key, so several deployments can share one Redis."""
 
     job_ttl_days: float = Field(default=7.0, gt=0)
-    """How long a finished job (and a failed job's staged upload) is kept."""
+    """How long a finished job is kept (a failed or cancelled job's staged upload for
+    `staging_failed_ttl_hours` of it)."""
+
+    staging_quota_bytes: int = Field(default=10 * 1024**3, gt=0)
+    """Most bytes the staging directory may hold (uploads waiting for or kept after their
+    job); an upload that would pass it is refused with 507 `staging_full` while it streams."""
+
+    staging_min_free_bytes: int = Field(default=1024**3, ge=0)
+    """Free space an upload must leave on the staging directory's disk, whatever the quota;
+    below it uploads are refused with 507 `staging_full`."""
+
+    staging_failed_ttl_hours: float = Field(default=24.0, gt=0)
+    """How long a failed or cancelled job's staged upload is kept for `retry` (the job itself
+    is kept for `job_ttl_days`; retrying it after this answers 409). The sweep deletes it."""
 
     job_max_attempts: int = Field(default=3, gt=0)
     """Attempts per job (a worker lost mid-job or a transient error each cost one)."""
