@@ -9,11 +9,14 @@ import random
 
 import openpyxl
 from PIL import Image, ImageDraw, ImageFont
+from pypdf import PdfReader, PdfWriter
 
 from tests.pipeline.extract.test_xlsx import build_xlsx, rewrite_member
 from tests.support.image_files import text_image
+from tests.support.pdf_files import build_pdf, stream
 
 MiB = 2**20
+_FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
 
 
 def wide_csv(columns: int = 2_000_000) -> bytes:
@@ -85,4 +88,32 @@ def blank_pages_tiff(pages: int, *, side: int = 4000) -> bytes:
     ImageDraw.Draw(page).text((10, 10), ".", font=ImageFont.load_default(), fill=0)
     out = io.BytesIO()
     page.save(out, "TIFF", save_all=True, append_images=[page] * (pages - 1), compression="group4")
+    return out.getvalue()
+
+
+def text_pages_pdf(
+    pages: list[str], *, chars_per_line: int = 100, chapter_pages: int = 10
+) -> bytes:
+    """A PDF with a text layer, one page per string of `pages` (ASCII), in small Helvetica
+    lines, and an outline entry ("Chapter n") every `chapter_pages` pages: a long document
+    whose sections, and so whose first chunks, come while later pages are still read."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", _FONT]  # the page tree comes last
+    kids = []
+    for text in pages:
+        escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+        lines = [escaped[at : at + chars_per_line] for at in range(0, len(escaped), chars_per_line)]
+        shown = b" ".join(b"(%s) Tj 0 -9 Td" % line.encode("ascii") for line in lines)
+        objects.append(stream(b"BT /F1 7 Tf 36 760 Td %s ET" % shown))
+        contents = len(objects)
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % contents
+        )
+        kids.append(b"%d 0 R" % len(objects))
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), len(kids))
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(build_pdf(objects))))
+    for first in range(0, len(pages), chapter_pages):
+        writer.add_outline_item(title=f"Chapter {first // chapter_pages + 1}", page_number=first)
+    out = io.BytesIO()
+    writer.write(out)
     return out.getvalue()
