@@ -79,6 +79,11 @@ class Settings(BaseSettings):
     Each build pauses the process for its length (BENCHMARKS.md, "Embedded store");
     larger means fewer, longer pauses and more unindexed points for searches to scan."""
 
+    edge_idle_close_seconds: float = Field(default=60.0, ge=0)
+    """Embedded store: seconds an index's shard stays open after its last use; each open
+    shard holds threads and memory of its own (BENCHMARKS.md, "Idle indexes"), and the next
+    use loads it again (milliseconds for a small index)."""
+
     edge_optimize_idle_seconds: float = Field(default=2.0, ge=0)
     """Embedded store: how long the store must be idle before a due build runs (one due for
     twice `edge_optimize_after_points` runs anyway)."""
