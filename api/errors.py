@@ -28,6 +28,7 @@ from pipeline.errors import (
     InvalidUpload,
     JobNotFound,
     JobStateConflict,
+    StagingFull,
     StoreLocked,
     StoreNotHere,
     TransientError,
@@ -36,7 +37,7 @@ from pipeline.errors import (
     UploadTooLarge,
 )
 
-_UNREAD_BODY = (UploadTooLarge, InvalidUpload)
+_UNREAD_BODY = (UploadTooLarge, InvalidUpload, StagingFull)
 """Errors raised before the body was read whole: close the connection after answering, so a
 client cannot go on streaming a huge body into the server."""
 
@@ -57,6 +58,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     UnsupportedFormat: 415,
     InvalidIndexName: 422,
     InvalidEmbedding: 422,  # and UnknownProvider
+    StagingFull: 507,
     StoreLocked: 503,
     StoreNotHere: 503,
     TransientError: 503,
@@ -89,10 +91,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def ingest_error(request: Request, exc: IngestError) -> JSONResponse:
         status = status_for(exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        if status == 503:
-            headers = {"Retry-After": "5"}
+        if status in (503, 507):
+            headers = {"Retry-After": "5" if status == 503 else "60"}
         if isinstance(exc, _UNREAD_BODY):
-            headers = {"Connection": "close"}
+            headers = (headers or {}) | {"Connection": "close"}
         return JSONResponse(error_body(exc.code, exc.message), status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from pipeline.embedders.base import COUNTERS
 from pipeline.errors import DependencyUnavailable
+from pipeline.ingest.staging import staging_usage
 from pipeline.jobs.usage import OTHER
 from pipeline.keys import JobStatus
 from pipeline.services import Services
@@ -94,6 +95,33 @@ class IndexUsageCollector(Collector):
             yield family
 
 
+class StagingCollector(Collector):
+    """The staging directory's files and bytes against its quota, read at scrape time."""
+
+    def __init__(self, services: Services) -> None:
+        self._settings = services.settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        settings = self._settings
+        usage = staging_usage(settings.staging_dir)
+        yield GaugeMetricFamily(
+            "docingest_staging_bytes", "Bytes of staged uploads on disk.", value=usage.bytes
+        )
+        yield GaugeMetricFamily(
+            "docingest_staging_files", "Staged uploads on disk.", value=usage.files
+        )
+        yield GaugeMetricFamily(
+            "docingest_staging_quota_bytes",
+            "Most bytes the staging directory may hold; uploads past it get 507.",
+            value=settings.staging_quota_bytes,
+        )
+        yield GaugeMetricFamily(
+            "docingest_staging_failed_ttl_seconds",
+            "How long a failed or cancelled job's staged upload is kept for retry.",
+            value=settings.staging_failed_ttl_hours * 3600,
+        )
+
+
 class EmbeddingCollector(Collector):
     """Embedding requests, retries, failures, inputs and tokens of this process."""
 
@@ -107,6 +135,7 @@ class EmbeddingCollector(Collector):
 def registry_for(services: Services) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(JobsCollector(services))
+    registry.register(StagingCollector(services))
     registry.register(EmbeddingCollector())
     registry.register(IndexUsageCollector(services))
     return registry

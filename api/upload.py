@@ -12,8 +12,10 @@ request being cancelled) the partial staging file is removed.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO
@@ -23,7 +25,8 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
-from pipeline.errors import InvalidUpload, UploadTooLarge
+from pipeline.errors import InvalidUpload, StagingFull, UploadTooLarge
+from pipeline.ingest.staging import CHECK_EVERY_BYTES
 
 if TYPE_CHECKING:
     from python_multipart.multipart import MultipartCallbacks
@@ -65,18 +68,23 @@ async def receive_upload(
     max_fields: int = 16,
     max_header_bytes: int = 8 * 1024,
     file_field: str = "file",
+    check_room: Callable[[int], None] | None = None,
 ) -> ReceivedUpload:
     """Stream the request's multipart body, staging its `file_field` part at `destination`.
 
-    Raise `UploadTooLarge` when the file (or the whole body) exceeds its limit and
-    `InvalidUpload` for anything else wrong with the body, the client's disconnection
-    included; the destination is gone after either. An empty file is not an error here.
+    Raise `UploadTooLarge` when the file (or the whole body) exceeds its limit,
+    `StagingFull` when `check_room(more_bytes)` raises it (asked before the body is read,
+    with its declared length, and again every `CHECK_EVERY_BYTES` written) or the disk fills,
+    and `InvalidUpload` for anything else wrong with the body, the client's disconnection
+    included; the destination is gone after any of them. An empty file is not an error here.
     """
     boundary = _boundary(request, file_field)
     body_limit = max_file_bytes + max_fields * max_field_bytes + BODY_OVERHEAD_BYTES
     declared = _content_length(request)
     if declared is not None and declared > body_limit:
         raise UploadTooLarge(_too_large_message(max_file_bytes))
+    if check_room is not None:  # a directory scan: off the event loop
+        await anyio.to_thread.run_sync(check_room, declared or 0)
 
     parts = _Parts(
         file_field=file_field,
@@ -96,7 +104,15 @@ async def receive_upload(
     file = _create(destination)
     try:
         with file:
-            await _pump(request, parser, parts, file=file, hasher=hasher, body_limit=body_limit)
+            await _pump(
+                request,
+                parser,
+                parts,
+                file=file,
+                hasher=hasher,
+                body_limit=body_limit,
+                check_room=check_room,
+            )
     except BaseException:
         # Synchronous on purpose: this also runs when the request task is cancelled, where
         # an await would be cancelled again before the file is gone.
@@ -156,9 +172,11 @@ async def _pump(
     file: BinaryIO,
     hasher: hashlib._Hash,
     body_limit: int,
+    check_room: Callable[[int], None] | None,
 ) -> None:
     """Feed the body to the parser, writing the file part's bytes as each chunk is parsed."""
     received = 0
+    checked_at = 0  # file bytes when the room was last checked
     try:
         async for chunk in request.stream():
             received += len(chunk)
@@ -170,6 +188,9 @@ async def _pump(
                 # hold up the event loop. One hop per network chunk (tens of KiB) costs far
                 # less than the write itself, and hashing there runs outside the GIL too.
                 await anyio.to_thread.run_sync(_write, file, hasher, parts.take_pending())
+                if check_room is not None and parts.file_bytes - checked_at >= CHECK_EVERY_BYTES:
+                    checked_at = parts.file_bytes
+                    await anyio.to_thread.run_sync(check_room, 0)  # counts this file as written
         parser.finalize()
     except ClientDisconnect as exc:
         raise InvalidUpload("The client disconnected before the upload was complete.") from exc
@@ -327,6 +348,11 @@ def _create(destination: Path) -> BinaryIO:
 
 
 def _write(file: BinaryIO, hasher: hashlib._Hash, chunks: list[bytes]) -> None:
-    for chunk in chunks:
-        file.write(chunk)
-        hasher.update(chunk)
+    try:
+        for chunk in chunks:
+            file.write(chunk)
+            hasher.update(chunk)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise StagingFull("The staging area's disk is full; retry later.") from exc
+        raise

@@ -37,7 +37,8 @@
         ├── EmbeddingUnavailable      embedding_failed (the provider kept failing; the job
         │                             is re-queued, and fails with this code at its last try)
         ├── StoreLocked               store_locked (another process holds the embedded store)
-        └── DocumentBusy              document_busy
+        ├── DocumentBusy              document_busy
+        └── StagingFull               staging_full (the staging quota or disk is full)
 
     ControlSignal                     not an error: a job stopping on purpose, index as it was
     ├── Cancelled                     cancelled (the job ends `cancelled`)
@@ -229,6 +230,13 @@ class ProviderTimeout(TransientError):
 
 class DependencyUnavailable(TransientError):
     code = "dependency_unavailable"
+
+
+class StagingFull(TransientError):
+    """An upload does not fit the staging directory's quota or its disk's free space: it
+    may once staged uploads are processed or expire (the API answers 507)."""
+
+    code = "staging_full"
 
 
 class EmbeddingUnavailable(TransientError):

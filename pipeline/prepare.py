@@ -23,7 +23,7 @@ from pipeline.chunking import Chunk, ChunkingSpec, iter_chunks
 from pipeline.chunking.tokens import length_function_for
 from pipeline.detect import detect, extension_note
 from pipeline.document import Block, Detection, ExtractedDocument, PageReporter, join_blocks
-from pipeline.errors import CorruptDocument
+from pipeline.errors import Cancelled, CorruptDocument, DocumentTooLarge
 from pipeline.extract import extract_stream
 from pipeline.extract.ocr import OcrPageHook, OcrRecord
 from pipeline.keys import JobStage
@@ -49,6 +49,9 @@ class PrepareRequest:
     content_type: str | None = None
     on_stage: StageReporter | None = None
     on_page: PageReporter | None = None
+    should_cancel: Callable[[], bool] | None = None
+    """Polled while the document is being prepared (between OCR pages, and while the parent
+    waits on the parsing child); true → `Cancelled`, and the child is stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +256,13 @@ class Preparer:
             length=length_function_for(spec.unit),
         ):
             self.chunk_count += 1
+            if self.chunk_count > self._settings.max_chunks_per_document:
+                raise DocumentTooLarge(
+                    "The document splits into more than "
+                    f"{self._settings.max_chunks_per_document:,} chunks (the server's "
+                    "max_chunks_per_document); split it into smaller files or use a larger "
+                    "chunk_size."
+                )
             yield chunk
 
     def parts(self) -> Iterator[Part]:
@@ -316,11 +326,24 @@ def prepare_here(request: PrepareRequest, *, settings: Settings) -> PreparedStre
         content_type=request.content_type,
         on_stage=request.on_stage,
         on_page=request.on_page,
+        on_ocr_page=_cancel_check(request.should_cancel),
     )
     parts = preparer.parts()
     header = next(parts)
     assert isinstance(header, Header)
     return PreparedStream(header, parts)
+
+
+def _cancel_check(should_cancel: Callable[[], bool] | None) -> OcrPageHook | None:
+    """An OCR page hook that raises `Cancelled` once `should_cancel()` is true."""
+    if should_cancel is None:
+        return None
+
+    def check() -> None:
+        if should_cancel():
+            raise Cancelled()
+
+    return check
 
 
 def _ignore(stage: JobStage) -> None:

@@ -86,6 +86,11 @@ class Settings(BaseSettings):
     Each build pauses the process for its length (BENCHMARKS.md, "Embedded store");
     larger means fewer, longer pauses and more unindexed points for searches to scan."""
 
+    edge_idle_close_seconds: float = Field(default=60.0, ge=0)
+    """Embedded store: seconds an index's shard stays open after its last use; each open
+    shard holds threads and memory of its own (BENCHMARKS.md, "Idle indexes"), and the next
+    use loads it again (milliseconds for a small index)."""
+
     edge_optimize_idle_seconds: float = Field(default=2.0, ge=0)
     """Embedded store: how long the store must be idle before a due build runs (one due for
     twice `edge_optimize_after_points` runs anyway)."""
@@ -115,6 +120,12 @@ class Settings(BaseSettings):
 
     max_extracted_chars: int = Field(default=50_000_000, gt=0)
     """Most characters of text one document may yield before `document_too_large`."""
+
+    max_chunks_per_document: int = Field(default=20_000, gt=0)
+    """Most chunks one document may be split into: the job fails with `document_too_large` as
+    soon as the count passes it, while the document is still being read, so a small upload of
+    a pathological shape (millions of cells or MIME parts) cannot hold a worker for hours.
+    Above every real document measured (BENCHMARKS.md, "Chunks per document")."""
 
     max_docx_uncompressed_bytes: int = Field(default=512 * 1024 * 1024, gt=0)
     """Total uncompressed size the ZIP members of a DOCX, XLSX, PPTX, ODT or EPUB may declare
@@ -273,7 +284,20 @@ class Settings(BaseSettings):
     """Prefix of every Redis key, so several deployments can share one Redis."""
 
     job_ttl_days: float = Field(default=7.0, gt=0)
-    """How long a finished job (and a failed job's staged upload) is kept."""
+    """How long a finished job is kept (a failed or cancelled job's staged upload for
+    `staging_failed_ttl_hours` of it)."""
+
+    staging_quota_bytes: int = Field(default=10 * 1024**3, gt=0)
+    """Most bytes the staging directory may hold (uploads waiting for or kept after their
+    job); an upload that would pass it is refused with 507 `staging_full` while it streams."""
+
+    staging_min_free_bytes: int = Field(default=1024**3, ge=0)
+    """Free space an upload must leave on the staging directory's disk, whatever the quota;
+    below it uploads are refused with 507 `staging_full`."""
+
+    staging_failed_ttl_hours: float = Field(default=24.0, gt=0)
+    """How long a failed or cancelled job's staged upload is kept for `retry` (the job itself
+    is kept for `job_ttl_days`; retrying it after this answers 409). The sweep deletes it."""
 
     job_max_attempts: int = Field(default=3, gt=0)
     """Attempts per job (a worker lost mid-job or a transient error each cost one)."""

@@ -15,6 +15,7 @@ from api.enqueue import enqueue
 from api.upload import receive_upload
 from pipeline import metrics
 from pipeline.errors import EmptyDocument, InvalidUpload
+from pipeline.ingest.staging import check_room
 from pipeline.jobs.job import JobSpec
 from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
@@ -83,7 +84,11 @@ def _flag(raw: str | None) -> bool:
     status_code=202,
     response_model=UploadAccepted,
     openapi_extra=_UPLOAD_BODY,
-    responses={413: {"description": "Upload too large"}, 400: {"description": "Bad upload"}},
+    responses={
+        413: {"description": "Upload too large"},
+        400: {"description": "Bad upload"},
+        507: {"description": "Staging area full (retry later)"},
+    },
 )
 async def upload_document(
     index: AuthorizedIndex, request: Request, state: StateDep
@@ -94,7 +99,10 @@ async def upload_document(
     job_id = uuid.uuid4().hex
     destination = services.staged_path(job_id)
     received = await receive_upload(
-        request, destination=destination, max_file_bytes=settings.max_upload_bytes
+        request,
+        destination=destination,
+        max_file_bytes=settings.max_upload_bytes,
+        check_room=lambda more_bytes: check_room(settings, more_bytes=more_bytes),
     )
     try:
         if received.size == 0:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
@@ -16,6 +18,13 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 class JobList(BaseModel):
     jobs: list[Job]
+
+
+class CancelledJob(Job):
+    """The job as a cancel left it: `cancelled` if it was still queued, `cancelling` while its
+    worker is stopping (a `GET` shows `processing` until the job ends `cancelled`)."""
+
+    status: JobStatus | Literal["cancelling"]  # type: ignore[assignment]
 
 
 def _visible_job(jobs: JobsDep, principal: PrincipalDep, job_id: str) -> Job:
@@ -52,11 +61,14 @@ def list_jobs(
     return JobList(jobs=found[:limit])
 
 
-@router.delete("/{job_id}", response_model=Job, status_code=202)
-def cancel_job(job_id: str, jobs: JobsDep, principal: PrincipalDep) -> Job:
-    """Cancel a queued or processing job; the index is left as it was."""
+@router.delete("/{job_id}", response_model=CancelledJob, status_code=202)
+def cancel_job(job_id: str, jobs: JobsDep, principal: PrincipalDep) -> CancelledJob:
+    """Cancel a queued or processing job; the index is left as it was. A processing job's
+    worker stops within seconds, between OCR pages or embedding batches (README, "Jobs")."""
     _visible_job(jobs, principal, job_id)
-    return jobs.cancel(job_id)
+    job = jobs.cancel(job_id)
+    status = "cancelling" if job.status is JobStatus.PROCESSING else job.status
+    return CancelledJob(**(job.model_dump() | {"status": status}))
 
 
 @router.post("/{job_id}/retry", response_model=Job, status_code=202)

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import email
 import email.utils
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage, MIMEPart
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
 from pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument, PermanentError
@@ -45,13 +46,27 @@ class AttachmentReader(Protocol):
 _HEADERS = ("from", "to", "cc", "subject", "date", "message-id")
 _MAX_HEADING_LEVEL = 6
 
+MAX_MIME_PARTS = 5000
+"""Most MIME parts a message may have, counted before any part's headers are read: each part
+costs milliseconds of header parsing and a section of its own, so 50,000 tiny parts in a
+5 MB message took minutes and thousands of chunks (BENCHMARKS.md, "Chunks per document");
+real messages have a handful. Counted twice: in the raw bytes before parsing (the standard
+library's parser alone took 26 s over those 50,000), and exactly in the parsed tree."""
+
+_BOUNDARY = re.compile(rb'boundary\s*=\s*"?([^";\r\n]+)"?', re.IGNORECASE)
+_DASH_LINE = re.compile(rb"^--([^\r\n]*?)(?:--)?[ \t]*\r?$", re.MULTILINE)
+
 
 def extract_eml(
     data: bytes, *, encoding: str | None, attachments: AttachmentReader | None
 ) -> ExtractedDocument:
     """Extract the message in `data`; `encoding` is set when the whole file is UTF-16/32."""
+    if _boundary_lines(data) > MAX_MIME_PARTS:
+        _too_many_parts()
     try:
-        return _message_document(_parse(data, encoding), attachments)
+        message = _parse(data, encoding)
+        _refuse_too_many_parts(message)
+        return _message_document(message, attachments)
     except RecursionError as exc:  # the standard library's parser recurses per nested message
         raise CorruptDocument(
             "The e-mail nests messages inside messages too deeply (hundreds of levels) to parse."
@@ -100,6 +115,31 @@ def _parse(data: bytes, encoding: str | None) -> EmailMessage:
         message = email.message_from_bytes(data, policy=policy.default)
     assert isinstance(message, EmailMessage)  # policy.default builds EmailMessage objects
     return message
+
+
+def _boundary_lines(data: bytes) -> int:
+    """About how many MIME parts `data` holds, from its raw bytes: the lines that open with a
+    declared boundary (each part's, plus one closing line per multipart)."""
+    boundaries = set(_BOUNDARY.findall(data))
+    if len(boundaries) > MAX_MIME_PARTS:  # a multipart is a part too
+        return len(boundaries)
+    lines = sum(1 for token in _DASH_LINE.findall(data) if token in boundaries)
+    return lines - len(boundaries)
+
+
+def _refuse_too_many_parts(message: EmailMessage) -> None:
+    parts = 0
+    for _ in message.walk():  # the parsed tree only: no header is decoded
+        parts += 1
+        if parts > MAX_MIME_PARTS:
+            _too_many_parts()
+
+
+def _too_many_parts() -> NoReturn:
+    raise DocumentTooLarge(
+        f"The e-mail has more than {MAX_MIME_PARTS:,} MIME parts; split it or send its "
+        "attachments as files of their own."
+    )
 
 
 def _refuse_encrypted(message: EmailMessage) -> None:

@@ -54,6 +54,7 @@ is measured here and told to `IndexHooks.on_busy` (`pipeline.ingest.stage_clock`
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -82,6 +83,10 @@ from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, StoredDocum
 from pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
 
 NO_CHUNKS = "The document has no text to index."
+
+CANCEL_POLL_SECONDS = 0.5
+"""How often a window being embedded asks `should_cancel` (after each of the embedder's
+batches, at most this often: each ask may be a Redis read)."""
 
 
 def index_document(
@@ -286,11 +291,14 @@ class _Run:
         """The window's records (`base`: chunks before it), and how many chunks reused a
         stored vector."""
         total, progress = self.document.chunk_count, self.hooks.on_progress
-        window = embed.window(
-            chunks,
-            base=base,
-            on_progress=lambda done, _: progress(JobStage.EMBEDDING, base + done, total),
-        )
+        cancelled = _every(CANCEL_POLL_SECONDS, self.hooks.should_cancel)
+
+        def embedded(done: int, _: int) -> None:
+            progress(JobStage.EMBEDDING, base + done, total)
+            if cancelled():  # between the embedder's batches: a window may take minutes
+                raise Cancelled()
+
+        window = embed.window(chunks, base=base, on_progress=embedded)
         records = chunk_records(
             chunks,
             hashes=window.hashes,
@@ -328,6 +336,21 @@ class _Run:
         request = self.request
         self.store.discard(request.index, request.document_id, request.version)
         raise error
+
+
+def _every(seconds: float, ask: Callable[[], bool]) -> Callable[[], bool]:
+    """`ask`, called at most once per `seconds` (False in between)."""
+    last = time.monotonic()
+
+    def throttled() -> bool:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < seconds:
+            return False
+        last = now
+        return ask()
+
+    return throttled
 
 
 def _same_document(live: StoredDocument, request: IndexRequest, meta: dict[str, Any]) -> bool:

@@ -86,6 +86,7 @@ def ingest_file(
         content_type=request.content_type,
         on_stage=_also(clock.enter, hooks.on_stage),
         on_page=_entering_extraction(clock, hooks.on_page),
+        should_cancel=hooks.index.should_cancel,
     )
     index_hooks = replace(
         hooks.index, on_progress=_timed(clock, hooks.index.on_progress), on_busy=clock.busy

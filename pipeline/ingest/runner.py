@@ -239,7 +239,10 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
         on_stage=progress.stage,
         on_page=progress.page,
         index=IndexHooks(
-            on_progress=progress.chunks, should_cancel=should_cancel, on_stored=progress.stored
+            on_progress=progress.chunks,
+            should_cancel=should_cancel,
+            on_stored=progress.stored,
+            on_held=progress.held,
         ),
         version=lambda: _version(services, work, attempt),
     )

@@ -7,8 +7,9 @@ claim then either runs it as a new attempt or, past `job_max_attempts`, fails it
 an enqueue that died half-way) is sent again once it has waited `lost_message_after_seconds`;
 so is a never-claimed one whose message was delivered that long ago and never acknowledged
 (stranded by a worker that lost Redis, see `_resend_lost`). A duplicate message is harmless,
-the claim runs a job once. Staged uploads are kept while their job exists (a failed job can be
-retried) and deleted once the job hash has expired.
+the claim runs a job once. Staged uploads are deleted once the job hash has expired, and a
+failed or cancelled job's after `staging_failed_ttl_hours` (until then the job can be
+retried), so failing uploads cannot fill the staging quota for the job's whole lifetime.
 """
 
 from __future__ import annotations
@@ -103,19 +104,34 @@ def _resend_lost(
     return resent
 
 
+_KEPT_FOR_RETRY = (JobStatus.FAILED.value, JobStatus.CANCELLED.value)
+
+
 def _delete_orphans(services: Services) -> int:
-    staging = services.settings.staging_dir
+    """Delete the staged files whose job has expired (older than STAGED_GRACE_SECONDS: a
+    younger one's job may be being recorded) and those of jobs failed or cancelled more than
+    `staging_failed_ttl_hours` ago."""
+    settings = services.settings
+    staging = settings.staging_dir
     if not staging.is_dir():
         return 0
     deleted = 0
-    cutoff = time.time() - STAGED_GRACE_SECONDS
+    now = time.time()
+    orphan_cutoff = now - STAGED_GRACE_SECONDS
+    retry_cutoff = now - settings.staging_failed_ttl_hours * 3600
     for path in staging.iterdir():
         try:
-            if not path.is_file() or path.stat().st_mtime > cutoff:
+            if not path.is_file():
                 continue
+            modified = path.stat().st_mtime
         except FileNotFoundError:
             continue
-        if not services.redis.exists(services.keys.job(path.name)):
+        status, finished_at = services.redis.hmget(
+            services.keys.job(path.name), ["status", "finished_at"]
+        )
+        expired = status is None and modified <= orphan_cutoff
+        given_up = status in _KEPT_FOR_RETRY and float(finished_at or now) <= retry_cutoff
+        if expired or given_up:
             path.unlink(missing_ok=True)
             deleted += 1
     return deleted

@@ -16,6 +16,8 @@ import os
 import resource
 import signal
 import sys
+import threading
+from collections import deque
 from typing import TYPE_CHECKING
 
 from pipeline.isolation.wire import (
@@ -55,9 +57,76 @@ def _die_with_parent() -> None:
         pass
 
 
-def _send(message: Message) -> None:
+def _write(message: Message) -> None:
     sys.stdout.write(encode(message))
     sys.stdout.flush()
+
+
+class _ReadAhead:
+    """The grandchild's messages, written to the pipe by a thread of their own so the parse
+    runs ahead of the worker instead of waiting on a full pipe: a document's own limits
+    (`max_chunks_per_document`, `max_extracted_chars`, `max_pages`) are met within seconds of
+    extraction, not once the worker has embedded that far (issue 24: a 2-million-column CSV
+    held a worker for hours). The parse holds the chunks the worker has not read yet, at
+    most `max_chunks_per_document` (a few tens of MiB, within the child's memory limit).
+
+    `fail` drops what is still unsent and sends the error next, so the worker hears of it
+    as soon as it reads on."""
+
+    def __init__(self) -> None:
+        self._pending: deque[Message] = deque()
+        self._ready = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="read-ahead", daemon=True)
+        self._thread.start()
+
+    def put(self, message: Message) -> None:
+        with self._ready:
+            self._pending.append(message)
+            self._ready.notify()
+
+    def fail(self, message: Failed) -> None:
+        with self._ready:
+            self._pending.clear()
+            self._pending.append(message)
+            self._ready.notify()
+
+    def close(self) -> None:
+        """Wait until every message is written."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pending and not self._closed:
+                    self._ready.wait()
+                if not self._pending:
+                    return
+                message = self._pending.popleft()
+            _write(message)
+
+
+READ_AHEAD_STACK_BYTES = 512 * 1024
+
+_OUT: _ReadAhead | None = None
+"""The grandchild's read-ahead writer while it parses; None in the server."""
+
+
+def _send(message: Message) -> None:
+    if _OUT is not None:
+        _OUT.put(message)
+    else:
+        _write(message)
+
+
+def _send_failure(message: Failed) -> None:
+    if _OUT is not None:
+        _OUT.fail(message)
+    else:
+        _write(message)
 
 
 def _grant_cpu(seconds: float) -> None:
@@ -95,6 +164,28 @@ def _parse(request: ParseRequest) -> None:
     """Prepare one file and send the outcome (runs in the limited grandchild): the document's
     parts (`Preparer.parts`: the file's metadata, the chunks in batches as they are split
     while later pages are still being read, then the rest of the metadata), or its error."""
+    global _OUT
+    try:
+        _prepare(request)
+    finally:
+        if _OUT is not None:
+            _OUT.close()
+            _OUT = None
+
+
+def _start_read_ahead() -> None:
+    """Start the read-ahead writer: before the limits, since a thread's stack counts against
+    `RLIMIT_AS` (a small stack: it only encodes and writes); without it, messages are written
+    in line, as the pipe allows."""
+    global _OUT
+    try:
+        threading.stack_size(READ_AHEAD_STACK_BYTES)
+        _OUT = _ReadAhead()
+    except RuntimeError:  # no thread to be had: the parse waits on the pipe instead
+        _OUT = None
+
+
+def _prepare(request: ParseRequest) -> None:
     from pathlib import Path
 
     from pipeline.chunking import ChunkingSpec
@@ -113,13 +204,13 @@ def _parse(request: ParseRequest) -> None:
             on_page=lambda done, total: _send(Page(done, total)),
             on_ocr_page=lambda: _grant_cpu(settings.ocr_cpu_seconds_per_page),
         )
-        for part in preparer.parts():  # sending blocks while the worker is busy
+        for part in preparer.parts():  # queued: the pipe's pace does not hold the parse back
             _send(part)
     except IngestError as exc:
-        _send(_error(exc))
+        _send_failure(_error(exc))
     except MemoryError:
         limit = request.memory_bytes // 2**20
-        _send(
+        _send_failure(
             _error(
                 DocumentTooLarge(
                     f"Extracting this file needs more than the {limit} MiB allowed; it may be "
@@ -128,10 +219,10 @@ def _parse(request: ParseRequest) -> None:
             )
         )
     except RecursionError:
-        _send(_error(CorruptDocument("The file's structure nests too deeply to parse.")))
+        _send_failure(_error(CorruptDocument("The file's structure nests too deeply to parse.")))
     except Exception as exc:  # report as a damaged file
         detail = f"{type(exc).__name__}: {exc}"[:300]
-        _send(_error(CorruptDocument(f"The parser failed on this file: {detail}")))
+        _send_failure(_error(CorruptDocument(f"The parser failed on this file: {detail}")))
 
 
 def _serve_one(request: ParseRequest) -> None:
@@ -146,6 +237,7 @@ def _serve_one(request: ParseRequest) -> None:
             os.close(read_end)
             os.dup2(write_end, sys.stdout.fileno())
             os.close(write_end)
+            _start_read_ahead()
             _limit(
                 int(request.memory_bytes),
                 int(request.cpu_seconds),

@@ -18,11 +18,12 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline.document import PageReporter
 from pipeline.errors import (
+    Cancelled,
     CorruptDocument,
     DocumentTooLarge,
     ExtractionTimeout,
@@ -54,6 +55,10 @@ _STAGES = frozenset(JobStage)
 SETTLE_SECONDS = 10.0
 """How long `settle` waits for a killed grandchild's exit before giving the server up."""
 
+CANCEL_POLL_SECONDS = 0.5
+"""How often `should_cancel` is asked while this side waits on the child: with the kill and
+`settle`, a cancel stops a parse (an OCR page included) within about a second."""
+
 
 class ServerOutput(Protocol):
     """What a follower reads of a fork server: its process, its lines and its stderr."""
@@ -73,9 +78,12 @@ class Follower:
         *,
         on_stage: StageReporter | None,
         on_page: PageReporter | None,
+        should_cancel: Callable[[], bool] | None = None,
     ) -> None:
         self._server, self._limits = server, limits
         self._on_stage, self._on_page = on_stage, on_page
+        self._should_cancel = should_cancel
+        self._cancel_polled = time.monotonic()
         self._budget = limits.wall_seconds
         """Wall seconds the child has left, spent only while this side waits for it."""
         self._grandchild: int | None = None
@@ -137,9 +145,11 @@ class Follower:
         """The next header, batch, summary or exit; relays progress and remembers a failure."""
         while True:
             self._enforce_deadline()
+            self._stop_if_cancelled()
             waited_from = time.monotonic()
+            wait = min(self._budget, 1.0 if self._should_cancel is None else CANCEL_POLL_SECONDS)
             try:
-                line = self._server.lines.get(timeout=max(0.05, min(self._budget, 1.0)))
+                line = self._server.lines.get(timeout=max(0.05, wait))
             except queue.Empty:
                 continue
             finally:
@@ -167,6 +177,20 @@ class Follower:
                 case Exited() as exited:
                     self.exited = True
                     return exited
+
+    def _stop_if_cancelled(self) -> None:
+        """Raise `Cancelled` once `should_cancel` says so (asked every CANCEL_POLL_SECONDS);
+        `settle` then kills the grandchild and reads up to its exit, keeping the server."""
+        if self._should_cancel is None or self._killed:
+            return
+        now = time.monotonic()
+        if now - self._cancel_polled < CANCEL_POLL_SECONDS:
+            return
+        self._cancel_polled = now
+        if self._should_cancel():
+            if self._grandchild is not None:
+                _kill(self._grandchild)
+            raise Cancelled()
 
     def _enforce_deadline(self) -> None:
         if self._budget > 0 or self._killed:

@@ -27,9 +27,11 @@ fresh interpreter per upload spent most of a small job importing the parsers (BE
 
 The prepared document streams (`open_prepared`): the child sends its metadata and chunk
 count, then its chunks in batches that this side reads through a bounded queue only as the
-worker asks for them, so a long document never sits whole in the worker; `follow.Follower`
-reads one request's messages, and its wall-clock limit counts only the time spent waiting
-on the child.
+worker asks for them, so a long document never sits whole in the worker; the child itself
+runs ahead of the pipe (`child._ReadAhead`), so it meets a document's limits within seconds.
+`follow.Follower` reads one request's messages, and its wall-clock limit counts only the
+time spent waiting on the child; while it waits it asks the request's `should_cancel`, and
+kills the child (between OCR pages, say) when told to stop.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ MIN_CPU_SECONDS = 60
 CHILD_SETTINGS = (
     "max_pages",
     "max_extracted_chars",
+    "max_chunks_per_document",
     "max_docx_uncompressed_bytes",
     "max_docx_compression_ratio",
     "max_attachment_depth",
@@ -259,7 +262,13 @@ def open_prepared(
         max_cpu_seconds=limits.max_cpu_seconds or limits.cpu_seconds,
     )
     server = _POOL.take()
-    follower = Follower(server, limits, on_stage=request.on_stage, on_page=request.on_page)
+    follower = Follower(
+        server,
+        limits,
+        on_stage=request.on_stage,
+        on_page=request.on_page,
+        should_cancel=request.should_cancel,
+    )
     try:
         server.send(parse)
         yield follower.stream()

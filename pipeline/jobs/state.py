@@ -47,6 +47,71 @@ def stage_progress(stage: JobStage, done: int = 0, total: int = 1) -> float:
     return round(low + (high - low) * fraction, 4)
 
 
+OVERLAP_SPAN = (STAGE_SPANS[JobStage.EXTRACTING][0], STAGE_SPANS[JobStage.EMBEDDING][1])
+"""The progress extraction and embedding share: they overlap on a long document, so one
+estimate of their joint work (`overlap_fraction`) moves through both spans together."""
+
+EXTRACTION_SHARE = 0.15
+"""The share of that joint work credited to reading the pages (embedding is the rest)."""
+
+UNSEEN_CHUNKS = 1024
+"""Chunks assumed still to come while a document without pages is being read and its total
+is unknown (about one window): progress moves with each chunk embedded, without a claim on
+how far the document goes."""
+
+
+def overlap_fraction(
+    *,
+    pages_done: int,
+    pages_total: int | None,
+    chunks_embedded: int,
+    chunks_received: int,
+    chunks_total: int | None,
+) -> float:
+    """The estimated share (0-1) of extraction and embedding done.
+
+    Embedding's part is `chunks_embedded` of the total once it is known; before that, the
+    chunks the worker has received stand for the pages read so far (the parsing child is
+    held back by the worker's pace), so with pages the document's total is estimated from
+    them; without pages, UNSEEN_CHUNKS more are assumed.
+    """
+    if chunks_total is not None:
+        read = 1.0
+        embedded = chunks_embedded / chunks_total if chunks_total else 1.0
+    elif pages_total:
+        read = min(pages_done / pages_total, 1.0)
+        embedded = read * chunks_embedded / chunks_received if chunks_received else 0.0
+    else:
+        read = 0.0
+        embedded = chunks_embedded / (max(chunks_received, chunks_embedded) + UNSEEN_CHUNKS)
+    fraction = EXTRACTION_SHARE * read + (1 - EXTRACTION_SHARE) * min(embedded, 1.0)
+    return min(max(fraction, 0.0), 1.0)
+
+
+class OverlapProgress:
+    """Progress through `OVERLAP_SPAN` from successive `overlap_fraction` estimates, moving
+    with every increase and never back: when an estimate drops (a long document's total
+    turns out larger than guessed), progress holds, and later increases cover what is left
+    of the span in proportion to what is left of the work, so it reaches the span's end
+    exactly when the work is done."""
+
+    def __init__(self) -> None:
+        self.progress = OVERLAP_SPAN[0]
+        self._fraction = 0.0
+
+    def floor(self, progress: float) -> None:
+        """Take account of progress recorded by other means (a stage's start)."""
+        self.progress = max(self.progress, min(progress, OVERLAP_SPAN[1]))
+
+    def advance(self, fraction: float) -> float:
+        """The progress once the work's estimated share done is `fraction`."""
+        if fraction > self._fraction:
+            share = (fraction - self._fraction) / (1.0 - self._fraction)
+            self.progress += (OVERLAP_SPAN[1] - self.progress) * share
+        self._fraction = fraction
+        return round(self.progress, 4)
+
+
 class JobStore:
     """Create, claim, advance, finish, cancel, retry and list jobs; one instance per process."""
 

@@ -19,6 +19,12 @@ Locks, and why:
 - Optimization (HNSW building, segment merging, vacuum) and the flushes that let Edge
   truncate its WAL run in `EdgeOptimizer`'s thread, also on a borrowed shard; see
   `pipeline.store.edge_optimizer` for when and what they cost.
+
+Open shards cost threads and memory of their own (Edge starts its own threads per shard),
+so a shard is open only while it is used: loaded on its first call, and closed by the
+optimizer's thread once no call has used it for `edge_idle_close_seconds` and nothing is
+due on it (so loading it again needs no check by the optimizer). Idle indexes then cost the
+process nothing (BENCHMARKS.md, "Idle indexes").
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +72,7 @@ float32-only HNSW indexes."""
 class _OpenShard:
     shard: edge.EdgeShard
     borrowed: int = 0
+    last_used: float = field(default_factory=time.monotonic)
 
 
 class EdgeEngine:
@@ -78,6 +85,8 @@ class EdgeEngine:
         self._process_lock = process_lock
         self._lifecycle = threading.Condition(threading.RLock())
         self._open: dict[str, _OpenShard] = {}
+        self._idle_closed: set[str] = set()
+        """Indexes whose shard this process closed with nothing due (see `close_idle`)."""
         self._closed = False
         self.optimizer = EdgeOptimizer(self, OptimizerPolicy.from_settings(settings))
 
@@ -109,8 +118,10 @@ class EdgeEngine:
         return self.root / (self._settings.collection_prefix + index)
 
     @contextmanager
-    def _borrow(self, index: str) -> Iterator[edge.EdgeShard]:
-        """Yield the index's shard, loading it on first use; `IndexNotFound` if none."""
+    def _borrow(self, index: str, *, activity: bool = True) -> Iterator[edge.EdgeShard]:
+        """Yield the index's shard, loading it on first use; `IndexNotFound` if none.
+        `activity`: the call counts as the store's use (the optimizer's own do not, or each
+        of its runs would put off the next by `edge_optimize_idle_seconds`)."""
         with self._lifecycle:
             if self._closed:
                 raise RuntimeError("the vector store is closed")
@@ -122,15 +133,41 @@ class EdgeEngine:
                 entry = self._open[index] = _OpenShard(
                     edge.EdgeShard.load(str(directory / SHARD_DIR))
                 )
-                self.optimizer.loaded(index)
+                if index in self._idle_closed:  # closed by us with nothing due
+                    self._idle_closed.discard(index)
+                else:
+                    self.optimizer.loaded(index)
             entry.borrowed += 1
         try:
             yield entry.shard
         finally:
             with self._lifecycle:
                 entry.borrowed -= 1
+                if activity:
+                    entry.last_used = time.monotonic()
                 self._lifecycle.notify_all()
-            self.optimizer.touched()
+            if activity:
+                self.optimizer.touched()
+
+    def close_idle(self, *, idle_seconds: float, keep: Callable[[str], bool]) -> list[str]:
+        """Close the shards no call has used for `idle_seconds`, except those `keep` names
+        (work is due on them); return their indexes. A closed shard is loaded again by its
+        next call."""
+        now = time.monotonic()
+        closed = []
+        with self._lifecycle:
+            for index, entry in list(self._open.items()):
+                if entry.borrowed or now - entry.last_used < idle_seconds or keep(index):
+                    continue
+                self._close_shard(index)
+                self._idle_closed.add(index)
+                closed.append(index)
+        return closed
+
+    def open_shards(self) -> int:
+        """How many shards are open now."""
+        with self._lifecycle:
+            return len(self._open)
 
     def _close_shard(self, index: str) -> None:
         """Close the index's open shard once no call holds it (caller holds `_lifecycle`)."""
@@ -218,6 +255,7 @@ class EdgeEngine:
             if not (directory / CONFIG_FILE).is_file():
                 return False
             self._close_shard(index)
+            self._idle_closed.discard(index)
             doomed = self.root / f".deleted-{uuid.uuid4().hex}"
             directory.rename(doomed)  # atomic: the index is gone even if removal stops here
         self.optimizer.forget(index)
@@ -320,7 +358,7 @@ class EdgeEngine:
         """Run `operation` on the index's shard; return its seconds (0 if the index is gone)."""
         started = time.perf_counter()
         try:
-            with self._borrow(index) as shard:
+            with self._borrow(index, activity=False) as shard:
                 operation(shard)
         except IndexNotFound:
             return 0.0

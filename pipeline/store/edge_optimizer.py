@@ -15,6 +15,9 @@ each pause short and puts it where it hurts least:
   a large segment: a run's pause stays bounded however large the index grows.
 - A shard loaded from disk is checked once when idle (a run with nothing to do costs µs).
 
+The same thread closes the shards that have been idle for `idle_close_seconds` (see
+`pipeline.store.edge`), once nothing is due on them, so idle indexes hold no threads.
+
 The same thread flushes: Edge writes every update to its WAL and truncates the WAL only when
 the shard is flushed, which nothing else does before `close`. Unflushed, the WAL grows by the
 full size of every point written (about 3 KB a chunk) and a crash replays all of it at the
@@ -48,10 +51,15 @@ FLUSH_INTERVAL_SECONDS = 5.0
 class OptimizerPolicy:
     after_points: int
     idle_seconds: float
+    idle_close_seconds: float = 60.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OptimizerPolicy:
-        return cls(settings.edge_optimize_after_points, settings.edge_optimize_idle_seconds)
+        return cls(
+            settings.edge_optimize_after_points,
+            settings.edge_optimize_idle_seconds,
+            settings.edge_idle_close_seconds,
+        )
 
     def shard_optimizers(self, dimensions: int) -> edge.EdgeOptimizersConfig:
         """Edge's thresholds (in KiB of float32 dense vectors) matching this policy."""
@@ -109,6 +117,14 @@ class EdgeOptimizer:
                 self._due.pending.get(index, 0), self.policy.after_points
             )
 
+    def busy_with(self, index: str) -> bool:
+        """Whether an optimization or a flush is due on the index (its shard stays open)."""
+        with self._lock:
+            return (
+                self._due.pending.get(index, 0) >= self.policy.after_points
+                or index in self._due.unflushed_since
+            )
+
     def forget(self, index: str) -> None:
         with self._lock:
             self._due.pending.pop(index, None)
@@ -160,10 +176,17 @@ class EdgeOptimizer:
                     self.flush(written)
                 except Exception:  # never let the thread die: the next write makes it due again
                     log.exception("flushing index %s failed", written)
-            due = self.due()
-            if due is None:
-                continue
             try:
-                self.run_once(due)
+                self._engine.close_idle(
+                    idle_seconds=self.policy.idle_close_seconds, keep=self.busy_with
+                )
             except Exception:
-                log.exception("optimizing index %s failed", due)
+                log.exception("closing idle shards failed")
+            # Every due shard in turn while the store stays idle: a loaded shard's first check
+            # costs microseconds, and 100 of them one per tick kept 100 shards open a minute.
+            while (due := self.due()) is not None and not self._stop.is_set():
+                try:
+                    self.run_once(due)
+                except Exception:
+                    log.exception("optimizing index %s failed", due)
+                    break

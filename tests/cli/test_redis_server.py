@@ -203,7 +203,7 @@ def test_a_remote_url_that_does_not_answer_fails_fast_and_clearly(tmp_path: Path
     with pytest.raises(RedisStartError) as caught:
         with ensure_redis(url, data_dir=tmp_path):
             pytest.fail("ensure_redis yielded for a remote URL that does not answer")
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 20  # the connect timeout, not TCP's minutes of retries
     message = str(caught.value)
     assert "Redis at redis://:***@192.0.2.1:6379/0 does not answer" in message
     assert "only started for local" in message

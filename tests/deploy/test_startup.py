@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -42,9 +42,9 @@ from tests.support.paths import REPO_DIR
 from tests.support.redis_db import TEST_REDIS_URL, purge_keys
 from tests.support.waiting import wait_until
 
-FAIL_FAST_SECONDS = 30.0
-"""Start-up must end this soon; on the shared 2-core test machine importing docingest alone
-takes 5-10 s, the dependency checks themselves well under one."""
+FAIL_FAST_MARGIN_SECONDS = 15.0
+"""How much longer than `start_up_baseline` a start-up stopped by an unreachable dependency may
+take: one refused connection costs milliseconds, a retry loop would cost tens of seconds."""
 
 EXAMPLE = REPO_DIR / "examples" / "docling-README.md"
 HEALTHCHECK = DEPLOY_DIR / "healthcheck.py"
@@ -67,6 +67,32 @@ def run_briefly(command: list[str], env: dict[str, str]) -> tuple[int, str, floa
     return result.returncode, result.stderr, time.monotonic() - started
 
 
+@pytest.fixture(scope="module")
+def start_up_baseline(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], float]:
+    """Seconds `docingest <command>` takes to stop at its first start-up check (a tampered
+    bundled file, checked before Redis and Qdrant), measured now, per command: the imports
+    and settings a start-up pays before any dependency is asked, however loaded the machine
+    (34.8 s was seen for the worker at load average 5-7 on 2 CPUs, against an absolute 30)."""
+    measured: dict[str, float] = {}
+
+    def baseline(command: str) -> float:
+        if command not in measured:
+            tmp_path = tmp_path_factory.mktemp(f"baseline-{command}")
+            shadow_with_tampered_copy(CL100K_RANKS, tmp_path / "site")
+            env = minimal_env(tmp_path, PYTHONPATH=str(tmp_path / "site"))
+            code, stderr, elapsed = run_briefly([command], env)
+            assert code == 1 and "is corrupt" in stderr, stderr
+            measured[command] = elapsed
+        return measured[command]
+
+    return baseline
+
+
+def fails_fast(elapsed: float, baseline: float) -> bool:
+    """Whether a start-up that took `elapsed` s stopped about as soon as `baseline`'s did."""
+    return elapsed < 2 * baseline + FAIL_FAST_MARGIN_SECONDS
+
+
 def minimal_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
     env = clean_environ() | {
         "DOCINGEST_DATA_DIR": str(tmp_path),
@@ -79,24 +105,24 @@ def minimal_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("command", ["api", "worker"])
 def test_unreachable_redis_stops_start_up_with_a_clear_message(
-    command: str, tmp_path: Path, refused_port: int
+    command: str, tmp_path: Path, refused_port: int, start_up_baseline: Callable[[str], float]
 ) -> None:
     url = f"redis://127.0.0.1:{refused_port}/0"
     code, stderr, elapsed = run_briefly([command], minimal_env(tmp_path, DOCINGEST_REDIS_URL=url))
     assert code == 1, stderr
-    assert elapsed < FAIL_FAST_SECONDS
+    assert fails_fast(elapsed, start_up_baseline(command)), elapsed
     assert f"docingest {command}: Redis at {url} does not answer" in stderr
     assert "DOCINGEST_REDIS_URL" in stderr and "Traceback" not in stderr
 
 
 @pytest.mark.parametrize("command", ["api", "worker"])
 def test_unreachable_qdrant_stops_start_up_with_a_clear_message(
-    command: str, tmp_path: Path, refused_port: int
+    command: str, tmp_path: Path, refused_port: int, start_up_baseline: Callable[[str], float]
 ) -> None:
     url = f"http://127.0.0.1:{refused_port}"
     code, stderr, elapsed = run_briefly([command], minimal_env(tmp_path, DOCINGEST_QDRANT_URL=url))
     assert code == 1, stderr
-    assert elapsed < FAIL_FAST_SECONDS
+    assert fails_fast(elapsed, start_up_baseline(command)), elapsed
     assert f"docingest {command}: Qdrant ({url}) is not usable" in stderr
     assert "unreachable" in stderr and "Traceback" not in stderr
 
@@ -127,9 +153,8 @@ def test_a_tampered_bundled_file_stops_start_up_naming_it_and_both_digests(
 ) -> None:
     tampered = shadow_with_tampered_copy(bundled, tmp_path / "site")
     env = minimal_env(tmp_path, PYTHONPATH=str(tmp_path / "site"))
-    code, stderr, elapsed = run_briefly([command], env)
+    code, stderr, _ = run_briefly([command], env)
     assert code == 1, stderr
-    assert elapsed < FAIL_FAST_SECONDS
     assert f"docingest {command}: the {bundled.description} {tampered} is corrupt" in stderr
     assert f"sha256 {hashlib.sha256(tampered.read_bytes()).hexdigest()}" in stderr
     assert f"expected {bundled.sha256}" in stderr

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pipeline.chunking import ChunkingSpec
-from pipeline.errors import IngestError
+from pipeline.errors import DocumentTooLarge, IngestError
 from pipeline.prepare import Header, PreparedStream, Preparer, prepare_document
 from pipeline.settings import ChunkUnit, Settings
 from tests.support.paths import CORPUS_DIR
@@ -142,3 +142,17 @@ def test_mislabeled_pdf_is_still_a_pdf(settings: Settings) -> None:
     )
     assert prepared.detection.format == "pdf"
     assert prepared.metadata["pages"] == 15
+
+
+def test_a_document_past_the_chunk_limit_fails_as_too_large_while_it_streams() -> None:
+    settings = Settings(isolate_extraction=False, max_chunks_per_document=50)
+    text = "\n\n".join(f"Paragraph {number}. " + "Words to fill it. " * 60 for number in range(200))
+    preparer = Preparer.start(
+        text.encode(), filename="long.txt", settings=settings,
+        chunking=ChunkingSpec.from_settings(settings),
+    )  # fmt: skip
+    seen = 0
+    with pytest.raises(DocumentTooLarge, match="more than 50 chunks"):
+        for _ in preparer.chunks():
+            seen += 1
+    assert seen == 50

@@ -3,7 +3,7 @@ chunks made up by a test (what indexing reads, without a file)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,7 @@ def open_isolated(
     content_type: str | None = None,
     on_stage: StageReporter | None = None,
     on_page: PageReporter | None = None,
+    should_cancel: Callable[[], bool] | None = None,
     limits: Limits | None = None,
 ) -> Iterator[PreparedStream]:
     """`open_prepared` of the file at `path` in a limited child process (whatever
@@ -56,6 +57,7 @@ def open_isolated(
         content_type=content_type,
         on_stage=on_stage,
         on_page=on_page,
+        should_cancel=should_cancel,
     )
     isolated = settings.model_copy(update={"isolate_extraction": True})
     with open_prepared(request, settings=isolated, limits=limits) as prepared:

@@ -105,7 +105,7 @@ def test_requests_beyond_the_limit_wait_for_the_window(redis_db: TestRedis) -> N
     limit = limiter(redis_db, max_requests=5)
     started = time.monotonic()
     first = [limit.reserve(tokens=1) for _ in range(5)]
-    assert time.monotonic() - started < 0.2
+    assert time.monotonic() - started < 0.75 * WINDOW  # no wait for the first five
     sixth = limit.reserve(tokens=1)
     assert sixth >= first[0] + WINDOW  # Redis time: exact
     assert sixth < first[0] + WINDOW + 0.2
@@ -127,7 +127,7 @@ def test_a_request_larger_than_the_token_budget_fails_fast(redis_db: TestRedis) 
     started = time.monotonic()
     with pytest.raises(ValueError, match="101 tokens can never fit the limit of 100"):
         limit.acquire(tokens=101)
-    assert time.monotonic() - started < 0.05
+    assert time.monotonic() - started < WINDOW  # refused, not waited for
     assert not redis_db.own_keys()
     limit.acquire(tokens=100)  # exactly the budget is fine
     with pytest.raises(ValueError, match="tokens must be >= 0"):
@@ -135,14 +135,16 @@ def test_a_request_larger_than_the_token_budget_fails_fast(redis_db: TestRedis) 
 
 
 def test_deadline_raises_rate_limited_without_sleeping(redis_db: TestRedis) -> None:
-    limit = limiter(redis_db, max_requests=1, window=2.0)
+    # The deadline comes before the window frees a request: raised at once, not slept up to
+    # the deadline (the margins are seconds, which a loaded machine does not eat).
+    limit = limiter(redis_db, max_requests=1, window=10.0)
     limit.acquire(tokens=1)
     started = time.monotonic()
     with pytest.raises(ProviderRateLimited) as caught:
-        limit.acquire(tokens=1, deadline=started + 0.3)
-    assert time.monotonic() - started < 0.1
+        limit.acquire(tokens=1, deadline=started + 5.0)
+    assert time.monotonic() - started < 5.0
     assert caught.value.code == "rate_limited"
-    assert caught.value.retry_after is not None and 1.7 < caught.value.retry_after <= 2.0
+    assert caught.value.retry_after is not None and 5.0 < caught.value.retry_after <= 10.0
 
 
 def test_a_deadline_that_leaves_room_waits_and_succeeds(redis_db: TestRedis) -> None:
@@ -193,7 +195,7 @@ import json, sys, time
 import redis
 from pipeline.embedders.ratelimit import RedisRateLimiter
 
-url, prefix, max_requests, max_tokens, window, start_at, stop_at, tokens, pause = sys.argv[1:]
+url, prefix, max_requests, max_tokens, window, tokens, pause = sys.argv[1:]
 client = redis.Redis.from_url(url)
 limit = RedisRateLimiter(
     client, scope="openai:key-1", max_requests=int(max_requests), max_tokens=int(max_tokens),
@@ -202,6 +204,8 @@ limit = RedisRateLimiter(
 sizes = [int(n) for n in tokens.split(",")]
 grants = []
 client.ping()
+print("ready", flush=True)  # started and connected: the test sends the start and stop times
+start_at, stop_at = sys.stdin.readline().split()
 time.sleep(max(0.0, float(start_at) - time.time()))
 while time.time() < float(stop_at):
     size = sizes[len(grants) % len(sizes)]
@@ -223,29 +227,28 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_two_processes_share_one_limit(redis_db: TestRedis, case: str) -> None:
     max_requests, max_tokens, sizes, pause = CASES[case]
-    start_at = time.time() + 1.0  # time for both interpreters to start
-    stop_at = start_at + 3.5 * WINDOW
-    argv = [
-        TEST_REDIS_URL,
-        redis_db.prefix,
-        max_requests,
-        max_tokens,
-        WINDOW,
-        start_at,
-        stop_at,
-        sizes,
-        pause,
-    ]
+    argv = [TEST_REDIS_URL, redis_db.prefix, max_requests, max_tokens, WINDOW, sizes, pause]
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", HAMMER, *map(str, argv)],
             cwd=REPO_DIR,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for _ in range(2)
     ]
-    outputs = [proc.communicate(timeout=30)[0] for proc in procs]
+    # Both interpreters say when they are ready, however long a loaded machine takes to start
+    # them; only then is the common start time set, a moment ahead.
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    start_at = time.time() + 0.2
+    stop_at = start_at + 3.5 * WINDOW
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(f"{start_at} {stop_at}\n")
+        proc.stdin.flush()
+    outputs = [proc.communicate(timeout=120)[0] for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0]
     per_process = [json.loads(output) for output in outputs]
     assert_within_limits(

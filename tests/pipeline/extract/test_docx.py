@@ -301,9 +301,10 @@ def test_zip_bomb_is_refused_before_inflating() -> None:
         with pytest.raises(DocumentTooLarge, match="decompression bomb"):
             extract_docx(bomb, **LIMITS)
 
-    started = time.perf_counter()
+    # CPU time, which a loaded machine does not stretch as it does wall time.
+    started = time.process_time()
     assert peak_memory(refuse) < 16 * 1024 * 1024
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_total_declared_size_limit() -> None:

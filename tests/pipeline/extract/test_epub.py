@@ -102,9 +102,10 @@ def test_spine_order_with_toc_titles_as_headings_and_opf_metadata() -> None:
 
 def test_a_looping_spine_reads_each_document_once() -> None:
     spine = '<itemref idref="one"/><itemref idref="two"/>' * 5000
-    started = time.perf_counter()
+    # CPU time, which a loaded machine does not stretch as it does wall time.
+    started = time.process_time()
     document = extract(build_epub(spine=spine))
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
     text = join_blocks(document.blocks)[0]
     assert text.count("The first chapter opens in the mountains.") == 1
     assert document.extra["chapters"] == 2

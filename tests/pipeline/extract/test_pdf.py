@@ -245,10 +245,11 @@ def test_cyclic_page_tree_fails_fast_as_corrupt() -> None:
             b"<< /Type /Pages /Kids [2 0 R] /Count 1 /Parent 2 0 R >>",
         ]
     )
-    started = time.monotonic()
+    # CPU time, which a loaded machine does not stretch as it does wall time.
+    started = time.process_time()
     with pytest.raises(CorruptDocument) as caught:
         extract_pdf(data, max_pages=100)
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert "none of its 1 pages could be read" in caught.value.message
 
 

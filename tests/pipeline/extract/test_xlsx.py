@@ -161,9 +161,10 @@ def test_a_declared_full_grid_costs_only_the_cells_that_exist() -> None:
         "xl/worksheets/sheet1.xml",
         lambda xml: re.sub(r'<dimension ref="[^"]*"/>', '<dimension ref="A1:XFD1048576"/>', xml),
     )
-    started = time.perf_counter()
+    # CPU time, which a loaded machine does not stretch as it does wall time.
+    started = time.process_time()
     document = extract(data)
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
     assert join_blocks(document.blocks)[0] == "Sheet\n\nXFD: the far corner"
 
 

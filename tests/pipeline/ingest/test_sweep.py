@@ -103,3 +103,33 @@ def test_the_sweep_tolerates_a_missing_staging_directory(services: Services) -> 
     assert not services.settings.staging_dir.exists()
     report = sweep(services, enqueue=lambda job_id: None)
     assert (report.requeued, report.staged_deleted) == ([], 0)
+
+
+def test_a_failed_or_cancelled_jobs_upload_is_deleted_after_its_retry_window(
+    tmp_path: Path,
+) -> None:
+    prefix = unique_prefix("sweep-retry")
+    settings = service_settings(tmp_path, prefix, None, staging_failed_ttl_hours=0.5 / 3600)
+    with private_redis(prefix):
+        services = Services(settings, owns_store=True)
+        jobs = services.jobs
+        failed, cancelled, running, done_recently = (jobs.create(job_spec()).job_id for _ in "abcd")
+        for job_id in (failed, running, done_recently):
+            claim(services, job_id)
+        jobs.fail(failed, 1, {"code": "unsupported_format", "message": "no"})
+        jobs.cancel(cancelled)
+        settings.staging_dir.mkdir(parents=True)
+        paths = {job_id: settings.staging_dir / job_id for job_id in (failed, cancelled, running)}
+        for path in paths.values():
+            path.write_bytes(b"staged upload")
+        time.sleep(0.6)  # past the retry window of the two finished jobs
+        jobs.fail(done_recently, 1, {"code": "unsupported_format", "message": "no"})
+        (settings.staging_dir / done_recently).write_bytes(b"staged upload")
+
+        report = sweep(services, enqueue=lambda job_id: None)
+
+        assert report.staged_deleted == 2
+        assert not paths[failed].exists() and not paths[cancelled].exists()
+        assert paths[running].exists(), "a running job's upload is never deleted"
+        assert (settings.staging_dir / done_recently).exists(), "still within its window"
+        services.close()

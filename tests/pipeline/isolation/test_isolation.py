@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.chunking import ChunkingSpec
-from pipeline.errors import DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
+from pipeline.errors import Cancelled, DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
 from pipeline.isolation.parent import (
     MIN_CPU_SECONDS,
     Limits,
@@ -21,6 +21,7 @@ from pipeline.isolation.parent import (
 )
 from pipeline.prepare import prepare_document
 from pipeline.settings import Settings
+from tests.support.bounded_files import text_pages_tiff
 from tests.support.paths import EXAMPLES_DIR, REPO_DIR
 from tests.support.prepared import prepare_isolated
 
@@ -191,3 +192,22 @@ def test_fork_servers_started_ahead_serve_the_uploads() -> None:
     for _ in range(3):
         prepare_isolated(RFC, filename=RFC.name, settings=settings)
     assert _fork_servers() == started  # no server was started for those uploads
+
+
+def test_a_cancel_stops_ocr_between_pages_and_keeps_the_server(tmp_path: Path) -> None:
+    """Asked between the pages of a long scan, the cancel kills the OCR'ing grandchild: the
+    parse ends `Cancelled` after a page or two, not after all 40, and the same warm server
+    parses the next file."""
+    scan = tmp_path / "scan.tif"
+    scan.write_bytes(text_pages_tiff(40))
+    pages: list[int] = []
+    with pytest.raises(Cancelled):
+        prepare_isolated(
+            scan,
+            filename=scan.name,
+            settings=Settings(),
+            on_page=lambda done, total: pages.append(done),
+            should_cancel=lambda: bool(pages),  # as soon as the first page is read
+        )
+    assert pages and max(pages) < 10, pages
+    assert prepare_isolated(RFC, filename=RFC.name, settings=Settings()).chunks

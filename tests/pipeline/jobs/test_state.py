@@ -7,7 +7,14 @@ import time
 import pytest
 
 from pipeline.errors import JobNotFound, JobStateConflict
-from pipeline.jobs.state import STAGE_SPANS, JobStore, stage_progress
+from pipeline.jobs.state import (
+    OVERLAP_SPAN,
+    STAGE_SPANS,
+    JobStore,
+    OverlapProgress,
+    overlap_fraction,
+    stage_progress,
+)
 from pipeline.keys import JobStage, JobStatus, Keys
 from tests.support.jobs import job_spec
 from tests.support.redis_db import TestRedis
@@ -435,3 +442,52 @@ def test_stage_progress_within_a_span() -> None:
     assert stage_progress(JobStage.EMBEDDING, 0, 0) == high, "nothing to do is done"
     steps = [stage_progress(stage, done, 4) for stage in JobStage for done in range(5)]
     assert steps == sorted(steps)
+
+
+def test_overlap_progress_moves_with_pages_and_chunks_and_never_goes_back() -> None:
+    """A long PDF as a worker sees it: pages read ahead of a window, the window embedded
+    batch by batch, the next pages; the total known only at the end."""
+    low, high = OVERLAP_SPAN
+    estimate = OverlapProgress()
+    seen = [estimate.progress]
+    pages, per_page, window = 300, 7, 1024
+    embedded = 0
+    for page in range(1, pages + 1):
+        received = page * per_page
+        seen.append(estimate.advance(_fraction(page, pages, embedded, received, None)))
+        if received - embedded >= window:  # a window is full: embedded in batches of 64
+            for _ in range(window // 64):
+                embedded += 64
+                seen.append(estimate.advance(_fraction(page, pages, embedded, received, None)))
+    total = pages * per_page
+    while embedded < total:
+        embedded = min(total, embedded + 64)
+        seen.append(estimate.advance(_fraction(pages, pages, embedded, total, total)))
+    assert seen == sorted(seen), "never backwards"
+    assert seen[-1] == high and seen[0] == low
+    assert len(set(seen)) > 0.9 * len(seen), "moves at (nearly) every step"
+
+
+def test_overlap_progress_without_pages_moves_and_ends_at_the_span_end() -> None:
+    estimate = OverlapProgress()
+    seen = []
+    for embedded in range(0, 14_000, 256):  # an XLSX's chunks, total unknown
+        seen.append(estimate.advance(_fraction(0, None, embedded, embedded + 512, None)))
+    assert seen == sorted(seen) and len(set(seen)) == len(seen)
+    assert seen[-1] < OVERLAP_SPAN[1]
+    for embedded in range(14_000, 20_001, 500):  # the total is known at last
+        seen.append(estimate.advance(_fraction(0, None, embedded, 20_000, 20_000)))
+    assert seen == sorted(seen)
+    assert seen[-1] == OVERLAP_SPAN[1]
+
+
+def _fraction(
+    pages_done: int, pages_total: int | None, embedded: int, received: int, total: int | None
+) -> float:
+    return overlap_fraction(
+        pages_done=pages_done,
+        pages_total=pages_total,
+        chunks_embedded=embedded,
+        chunks_received=received,
+        chunks_total=total,
+    )

@@ -125,7 +125,7 @@ def test_a_held_lock_makes_a_short_wait_fail_as_busy(fence: DocumentFence) -> No
             fence.lock("idx", "doc", timeout=5, blocking_timeout=0.2),
         ):
             pass
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 4  # not the holder's 5 s
     assert caught.value.code == "document_busy"
 
 

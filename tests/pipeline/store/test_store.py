@@ -653,3 +653,32 @@ def test_the_edge_store_flushes_written_shards_so_the_wal_stays_small(tmp_path: 
         )
         assert store.count_points("docs") == 3200
     assert _observations(metrics.STORE_FLUSH_SECONDS) > before
+
+
+def _threads() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Threads:")).split()[1])
+
+
+def test_idle_edge_shards_are_closed_and_loaded_again_on_use(tmp_path: Path) -> None:
+    """A shard no call has used for `edge_idle_close_seconds` is closed: idle indexes hold
+    no shard, hence none of Edge's threads (this process's thread count falls back to what
+    it was before they were created); the next call loads it again, with its points."""
+    settings = Settings(data_dir=tmp_path, edge_idle_close_seconds=2)
+    with VectorStore.open(settings) as store:
+        assert isinstance(store.engine, EdgeEngine)
+        engine = store.engine
+        baseline = _threads()
+        for number in range(20):
+            store.create_index(f"idle-{number}", CONFIG)
+        assert engine.open_shards() >= 1  # the last ones, just used
+        wait_until(lambda: engine.open_shards() == 0, timeout=60, what="the idle close")
+        # Edge's threads of a closed shard wind down on their own: within noise, none is left
+        # per idle index.
+        wait_until(lambda: _threads() <= baseline + 2, timeout=60, what="the threads to end")
+        batch = records("d1", 1, ["chunk about the harbour", "another about the river"])
+        store.write_chunks("idle-3", batch)
+        store.publish("idle-3", "d1", 1)
+        assert engine.open_shards() == 1
+        wait_until(lambda: engine.open_shards() == 0, timeout=60, what="the idle close")
+        assert store.count_points("idle-3") == 2  # loaded again, with what was written
