@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import subprocess
 import threading
@@ -17,77 +16,9 @@ from typing import Any
 import httpx
 
 from pipeline.keys import TERMINAL_STATUSES
+from tests.support.proc import rss_bytes, tree_cpu_seconds, tree_rss_bytes
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def rss_bytes(pid: int) -> int:
-    """VmRSS of `pid`, in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def _stat(pid: int) -> list[str]:
-    """The fields of /proc/<pid>/stat after the command name (field 3, `state`, first)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of `pid` and of its children it has waited for, in seconds.
-
-    Not the children still running (nor what they reaped): see `tree_cpu_seconds`.
-    """
-    utime, stime, cutime, cstime = (int(value) for value in _stat(pid)[11:15])
-    return (utime + stime + cutime + cstime) / os.sysconf("SC_CLK_TCK")
-
-
-def _children() -> dict[int, list[int]]:
-    """Parent pid → the pids of its live children, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                children.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-    return children
-
-
-def tree_rss_bytes(pid: int) -> int:
-    """VmRSS of `pid` plus that of all its descendants (pages they share count twice)."""
-    children = _children()
-    total, todo = 0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            total += rss_bytes(current)
-        except (FileNotFoundError, ProcessLookupError, RuntimeError):  # gone, or a zombie
-            continue
-        todo.extend(children.get(current, []))
-    return total
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of `pid` and of every live descendant, each with the children it reaped.
-
-    `cpu_seconds(pid)` alone misses the parsing: uploads are parsed in grandchildren forked
-    by fork servers (`pipeline.isolation`) that outlive them, so their time lands in a fork
-    server's reaped-children count (cutime, cstime), which reaches serve's only when that
-    fork server exits and is reaped. A process that exits between two readings is counted
-    once: in its own reading before, in its reaper's after.
-    """
-    children = _children()
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            total += cpu_seconds(current)
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        todo.extend(children.get(current, []))
-    return total
 
 
 def wait_until_quiet(pid: int, *, timeout: float = 120.0) -> float:

@@ -22,6 +22,7 @@ from typing import Any
 from tests.support import hostile_files as hostile
 from tests.support.docingest_service import Process, ServiceEnv, running_serve
 from tests.support.http_client import ApiClient, Json
+from tests.support.proc import rss_bytes
 
 LIMITS = {
     "DOCINGEST_MAX_PAGES": "2000",
@@ -29,6 +30,12 @@ LIMITS = {
     "DOCINGEST_EXTRACTION_CPU_SECONDS": "25",
     "DOCINGEST_EXTRACTION_TIMEOUT_SECONDS": "90",
 }
+EXTRACTION_CPU_SECONDS = int(LIMITS["DOCINGEST_EXTRACTION_CPU_SECONDS"])
+MAX_JOB_CPU_SECONDS = EXTRACTION_CPU_SECONDS + 5 + 20
+"""What one hostile job may cost the service's process tree, in CPU seconds (`CpuMeter`):
+the parsing child is killed at its CPU limit (the hard limit is 5 s above it), and the rest
+(upload, job, a few embeddings) takes a few seconds. Tests bound CPU, not the wall clock,
+which a loaded machine stretches."""
 INDEX = "hostile"
 MiB = hostile.MiB
 MAX_UPLOAD_BYTES = 100 * MiB
@@ -146,14 +153,6 @@ def passwd_lines() -> list[str]:
     return [line for line in Path("/etc/passwd").read_text().splitlines() if line]
 
 
-def rss_bytes(pid: int) -> int:
-    """The resident set size of process `pid`, in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for process {pid}")
-
-
 class PeakRss:
     """Sample a process's resident set size every 10 ms while the block runs; keep the peak."""
 
@@ -187,20 +186,6 @@ def part_head(filename: str) -> bytes:
         f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"'
         "\r\nContent-Type: application/octet-stream\r\n\r\n"
     ).encode()
-
-
-def children(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of the live processes whose parent is `pid`."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid and fields[0] != "Z":
-                command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                found.append((int(stat.parent.name), command))
-        except (OSError, IndexError, ValueError):
-            continue  # the process ended while we looked
-    return found
 
 
 @contextmanager
