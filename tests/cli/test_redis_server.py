@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -19,6 +20,7 @@ from redis.retry import Retry
 
 from docingest.redis_server import (
     MIN_PREFERRED_VERSION,
+    PING_TIMEOUT,
     RedisHandle,
     RedisStartError,
     ensure_redis,
@@ -197,15 +199,45 @@ def test_starts_a_private_server_on_a_unix_socket(short_dir: Path) -> None:
     assert handle.pid is not None and _process_gone(handle.pid)
 
 
+@contextmanager
+def silent_listener(host: str) -> Iterator[int]:
+    """A port on `host` that never answers: its accept queue is full, so the kernel drops
+    further SYNs and a client's connect waits until its own timeout, as for a host that
+    does not answer. Loopback only: tests send nothing off this machine."""
+    server = socket.socket()
+    fillers: list[socket.socket] = []
+    try:
+        server.bind((host, 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        while True:  # fill the queue until a connect goes unanswered
+            filler = socket.socket()
+            filler.settimeout(0.2)
+            fillers.append(filler)
+            try:
+                filler.connect((host, port))
+            except TimeoutError:
+                break
+            assert len(fillers) < 16, "the accept queue never filled"
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()
+
+
 def test_a_remote_url_that_does_not_answer_fails_fast_and_clearly(tmp_path: Path) -> None:
-    url = "redis://:s3cret@192.0.2.1:6379/0"  # TEST-NET-1: never routed to a real host.
-    started = time.monotonic()
-    with pytest.raises(RedisStartError) as caught:
-        with ensure_redis(url, data_dir=tmp_path):
-            pytest.fail("ensure_redis yielded for a remote URL that does not answer")
-    assert time.monotonic() - started < 20  # the connect timeout, not TCP's minutes of retries
+    # 127.0.0.2 is not one of the names a private Redis is started for, so it counts as remote.
+    with silent_listener("127.0.0.2") as port:
+        url = f"redis://:s3cret@127.0.0.2:{port}/0"
+        started = time.monotonic()
+        with pytest.raises(RedisStartError) as caught:
+            with ensure_redis(url, data_dir=tmp_path):
+                pytest.fail("ensure_redis yielded for a remote URL that does not answer")
+        # Room for a loaded machine: the ping's connect timeout, not TCP's minutes of retries.
+        assert time.monotonic() - started < 40 * PING_TIMEOUT
     message = str(caught.value)
-    assert "Redis at redis://:***@192.0.2.1:6379/0 does not answer" in message
+    assert f"Redis at redis://:***@127.0.0.2:{port}/0 does not answer" in message
     assert "only started for local" in message
     assert "s3cret" not in message
     assert not (tmp_path / "redis").exists()
