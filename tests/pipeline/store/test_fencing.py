@@ -119,13 +119,12 @@ def test_other_documents_are_not_blocked(fence: DocumentFence) -> None:
 
 def test_a_held_lock_makes_a_short_wait_fail_as_busy(fence: DocumentFence) -> None:
     with fence.lock("idx", "doc", timeout=5):
-        started = time.monotonic()
+        # Busy, not acquired once the holder's 5 s TTL ran out (which would enter the block).
         with (
             pytest.raises(DocumentBusy) as caught,
             fence.lock("idx", "doc", timeout=5, blocking_timeout=0.2),
         ):
             pass
-        assert time.monotonic() - started < 4  # not the holder's 5 s
     assert caught.value.code == "document_busy"
 
 
@@ -134,9 +133,9 @@ def test_a_dead_holders_lock_expires(redis_db: TestRedis, fence: DocumentFence) 
     dead = redis_db.client.lock(lock_key(redis_db, "idx", "doc"), timeout=0.5)
     assert dead.acquire(blocking=False)
     started = time.monotonic()
-    with fence.lock("idx", "doc", timeout=5):
+    with fence.lock("idx", "doc", timeout=5, blocking_timeout=30):  # room for a loaded machine
         waited = time.monotonic() - started
-    assert 0.2 < waited < 3
+    assert waited > 0.2  # it waited for the TTL: a loaded machine only lengthens the wait
 
 
 def test_a_lock_that_expired_while_held_is_released_quietly(
@@ -189,15 +188,18 @@ def test_a_killed_holders_kept_alive_lock_is_free_within_its_ttl(
             pass
         holder.send_signal(signal.SIGKILL)
         holder.wait(10)
-        killed = time.monotonic()
+        # Redis's own clock, which a loaded machine does not stretch: the dead holder's lock
+        # lives at most its TTL, and no renewal outlives the holder.
+        remaining_ms = redis_db.client.pttl(lock_key(redis_db, "idx", "doc"))
         with fence.lock("idx", "doc", timeout=5, blocking_timeout=30):
-            waited = time.monotonic() - killed
+            pass
     finally:
         holder.kill()
         holder.wait(10)
         assert holder.stdout is not None
         holder.stdout.close()
-    assert waited < 1.5 + 0.5, f"waited {waited:.1f} s for a lock whose TTL is 1.5 s"
+    # -2: it already expired (the holder was starved past its TTL before the kill).
+    assert remaining_ms == -2 or 0 < remaining_ms <= 1500, remaining_ms
 
 
 def test_unreachable_redis_is_a_dependency_error() -> None:
