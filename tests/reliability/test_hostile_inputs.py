@@ -181,8 +181,13 @@ def test_tag_dense_50_mb_html_hits_the_memory_limit(deployment: Deployment, tmp_
         job = run_job(deployment, "html-50-mb-tag-dense", page, "tags.html")
 
     # The tree of 6.5 million elements needs gigabytes: the child dies at its address-space
-    # limit (762 MiB), long before its CPU limit.
-    assert_failed(job, "document_too_large", "needs more than the 762 MiB allowed")
+    # limit (762 MiB), long before its CPU limit; on a machine so busy that the child gets
+    # under a fifth of a core, its wall deadline (80 s) comes first. Bounded either way.
+    code = job["error"]["code"] if job["error"] else None
+    if code == "timeout":
+        assert_failed(job, "timeout", "took longer than 80 s")
+    else:
+        assert_failed(job, "document_too_large", "needs more than the 762 MiB allowed")
     assert cpu.seconds < MAX_JOB_CPU_SECONDS, cpu.seconds
     assert_still_serving(deployment)
 
