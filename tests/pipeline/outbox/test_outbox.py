@@ -109,9 +109,7 @@ def test_failure_cancellation_and_unqueueable_jobs_have_their_events(
     }
 
 
-def test_a_documents_later_event_waits_for_its_earlier_one(
-    jobs: JobStore, outbox: Outbox
-) -> None:
+def test_a_documents_later_event_waits_for_its_earlier_one(jobs: JobStore, outbox: Outbox) -> None:
     subscribe(outbox, "hook", ["job.completed", "document.deleted"])
     subscribe(outbox, "second", ["job.completed"])
     first = complete(jobs, "report.pdf")

@@ -89,8 +89,9 @@ def test_a_delivery_is_signed_and_carries_the_job(deployment: Deployment) -> Non
     assert got.payload["id"] == got.headers["x-docingest-delivery"]
     assert got.payload["event"] == "job.completed"
     assert (got.payload["data"]["job_id"], got.payload["data"]["status"]) == (job_id, "completed")
-    assert deployment.jobs.get(job_id).model_dump(mode="json")["result"] == (
-        got.payload["data"]["result"]
+    assert (
+        deployment.jobs.get(job_id).model_dump(mode="json")["result"]
+        == (got.payload["data"]["result"])
     )
     (entry,) = wait_until(
         lambda: [r for r in deployment.log() if r["status"] == "delivered"], what="the log"
@@ -154,7 +155,7 @@ def test_events_of_one_document_arrive_in_order_through_failures(
     with receiving("flaky") as receiver:
         deployment.subscribe(receiver.url)
         expected: dict[str, list[str]] = {}
-        for round_ in range(4):
+        for _ in range(4):
             for document in ("a", "b", "c"):
                 expected.setdefault(document, []).append(deployment.complete(document))
         for document in ("a", "b"):
@@ -172,9 +173,7 @@ def test_events_of_one_document_arrive_in_order_through_failures(
     }
 
 
-def test_a_delivery_is_given_up_after_the_retry_period(
-    tmp_path: Path, redis_db: TestRedis
-) -> None:
+def test_a_delivery_is_given_up_after_the_retry_period(tmp_path: Path, redis_db: TestRedis) -> None:
     deployment = Deployment(
         settings_for(tmp_path, redis_db, webhook_retry_hours=1.0 / 3600), redis_db
     )
