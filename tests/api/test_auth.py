@@ -74,7 +74,7 @@ def request(
 
 
 def concrete(path: str, *, index: str, job_id: str) -> str:
-    return path.format(index=index, job_id=job_id, document_id="notes.txt")
+    return path.format(index=index, job_id=job_id, document_id="notes.txt", name="hook")
 
 
 def protected_endpoints() -> list[tuple[str, str]]:
