@@ -17,8 +17,8 @@ from pipeline.outbox import Outbox, Subscription
 from pipeline.webhooks.dispatcher import Dispatcher
 from pipeline.webhooks.urls import check_url
 from tests.support.api_app import api_client, is_contract_error, upload
-from tests.support.redis_db import TestRedis, private_redis, unique_prefix
 from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.redis_db import TestRedis, private_redis, unique_prefix
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
 from tests.support.waiting import wait_until
 from tests.support.webhook_receiver import receiving
