@@ -20,7 +20,8 @@ KEY_B = f"key-b-{uuid.uuid4().hex}"
 A = {"Authorization": f"Bearer {KEY_A}"}
 B = {"Authorization": f"Bearer {KEY_B}"}
 SECRET = "a-secret-of-enough-length"
-HOOK = {"url": "http://127.0.0.1:9/hook", "events": ["job.completed"], "secret": SECRET}
+URL = "http://127.0.0.1:9/hook"
+HOOK: dict[str, object] = {"url": URL, "events": ["job.completed"], "secret": SECRET}
 
 
 def _no_secret_in(response: httpx.Response) -> None:
@@ -52,7 +53,7 @@ def test_put_creates_then_confirms_then_replaces(client: httpx.Client) -> None:
     created = client.put("/v1/indexes/a/webhooks/first", json=HOOK, headers=A)
     assert created.status_code == 201, created.text
     body = created.json()
-    assert (body["name"], body["index"], body["url"]) == ("first", "a", HOOK["url"])
+    assert (body["name"], body["index"], body["url"]) == ("first", "a", URL)
     assert body["events"] == ["job.completed"] and body["secret"] is None
     again = client.put("/v1/indexes/a/webhooks/first", json=HOOK, headers=A)
     assert again.status_code == 200 and again.json()["created_at"] == body["created_at"]
@@ -65,7 +66,7 @@ def test_put_creates_then_confirms_then_replaces(client: httpx.Client) -> None:
 
 
 def test_an_omitted_secret_is_generated_and_shown_once(client: httpx.Client) -> None:
-    body = {"url": HOOK["url"], "events": ["job.failed"]}
+    body = {"url": URL, "events": ["job.failed"]}
     created = client.put("/v1/indexes/a/webhooks/generated", json=body, headers=A)
     assert created.status_code == 201
     secret = created.json()["secret"]
@@ -105,14 +106,14 @@ def test_a_key_may_not_touch_another_indexs_webhooks(client: httpx.Client) -> No
 
 
 def test_an_upload_carries_its_callback_url(client: httpx.Client) -> None:
-    accepted = upload(client, "a", b"Some notes.", headers=A, callback_url=HOOK["url"],
+    accepted = upload(client, "a", b"Some notes.", headers=A, callback_url=URL,
                       callback_secret=SECRET)  # fmt: skip
     assert accepted.status_code == 202, accepted.text
     job = client.get(accepted.json()["status_url"], headers=A).raise_for_status().json()
-    assert job["callback_url"] == HOOK["url"]
+    assert job["callback_url"] == URL
     alone = upload(client, "a", b"Some notes.", headers=A, callback_secret=SECRET)
     assert is_contract_error(alone, status=400, code="invalid_webhook")
-    short = upload(client, "a", b"Notes.", headers=A, callback_url=HOOK["url"],
+    short = upload(client, "a", b"Notes.", headers=A, callback_url=URL,
                    callback_secret="short")  # fmt: skip
     assert is_contract_error(short, status=400, code="invalid_webhook")
     bad = upload(client, "a", b"Some notes.", headers=A, callback_url="ftp://example.com/x")
