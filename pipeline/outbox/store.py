@@ -1,6 +1,10 @@
 """`Outbox`: an index's webhook subscriptions, the document.deleted event, and the
 dispatcher's side of the deliveries (claim with a lease, resolve, log, counts).
 
+Deliveries are written by the same Lua scripts that change the state they report (a job's
+completion, failure or cancellation: `pipeline.jobs.scripts`), so a change is never recorded
+without its events, nor an event without its change. `pipeline.webhooks` sends them.
+
 A subscription's secret is kept in Redis in clear, since signing needs it; it is never
 shown again after the PUT that set it.
 """

@@ -1,3 +1,1 @@
-"""Sending the outbox's deliveries: URL safety (`urls`), signatures (`signing`), the payload
-(`payload`), one attempt (`sender`) and the dispatcher that claims and retries (`dispatcher`).
-"""
+"""Sending the outbox's webhook deliveries: URL safety, signatures, payloads and the dispatcher."""
