@@ -7,7 +7,8 @@ Run: .venv/bin/python bench/bench_webhooks.py [--jobs 1000] [--blocks 4] [--kill
 One real `docingest serve` (production settings, isolated extraction, the embedded store),
 embedding through the fake OpenAI-compatible server (tests/support/embedding_server.py, in
 this process), small text documents (about 6 chunks each). The receiver
-(tests/support/webhook_receiver.py, in this process, on 127.0.0.1, so
+(tests/support/webhook_receiver.py, in a process of its own so that it does not share this
+process's interpreter with the fake embedder, on 127.0.0.1, so
 `DOCINGEST_WEBHOOK_ALLOW_PRIVATE=true`) refuses a third of first attempts (500, chosen by a
 hash of the delivery id) and accepts everything else.
 
@@ -22,9 +23,9 @@ Crash: `--kill-jobs` more uploads with the webhook; once a third of their delive
 accepted, `serve` is killed with SIGKILL and started again on the same Redis and data; wait
 until every job has ended and every completed job's event is accepted.
 
-The first WARM_UP_JOBS jobs are not counted. Backoff is shortened (first retry after 1 s, at most 5 s between attempts) so the retried
-third converges within the run; the default (10 s doubling to an hour) changes when retries
-land, not how many deliveries there are.
+The first WARM_UP_JOBS jobs are not counted. Backoff is shortened (first retry after 1 s, at
+most 5 s between attempts) so the retried third converges within the run; the default (10 s
+doubling to an hour) changes when retries land, not how many deliveries there are.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,11 +50,39 @@ from _common import machine  # noqa: E402
 from _service_tools import Outcome, code_version, settle, upload  # noqa: E402
 
 from tests.support.crash import notes  # noqa: E402
-from tests.support.docingest_service import start, wait_until_up  # noqa: E402
+from tests.support.docingest_service import Process, ServiceEnv, start, wait_until_up  # noqa: E402
 from tests.support.embedding_server import FakeEmbeddingServer  # noqa: E402
 from tests.support.load import production_env  # noqa: E402
 from tests.support.redis_db import purge_keys  # noqa: E402
-from tests.support.webhook_receiver import Received, WebhookReceiver  # noqa: E402
+from tests.support.webhook_receiver import Received, read_log  # noqa: E402
+
+
+class ReceiverProcess:
+    """The flaky receiver in a subprocess; what it got is read from its log file."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.webhook_receiver", "flaky", str(log)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.popen.stdout is not None
+        self.port = int(self.popen.stdout.readline())
+        self.url = f"http://127.0.0.1:{self.port}/hook"
+
+    @property
+    def received(self) -> list[Received]:
+        return read_log(self.log)
+
+    def accepted(self) -> list[Received]:
+        return [r for r in self.received if r.status == 200]
+
+    def stop(self) -> None:
+        self.popen.kill()
+        self.popen.wait()
+
 
 WEBHOOK_ENV = {
     "DOCINGEST_WEBHOOK_ALLOW_PRIVATE": "true",
@@ -104,7 +134,7 @@ def run_block(client: httpx.Client, mode: Mode, index: str, first: int, count: i
     mode.job_ids += job_ids
 
 
-def delivered_jobs(receiver: WebhookReceiver) -> dict[str, list[Received]]:
+def delivered_jobs(receiver: ReceiverProcess) -> dict[str, list[Received]]:
     """Job id → the accepted deliveries of its event."""
     found: dict[str, list[Received]] = {}
     for received in receiver.accepted():
@@ -112,7 +142,7 @@ def delivered_jobs(receiver: WebhookReceiver) -> dict[str, list[Received]]:
     return found
 
 
-def wait_deliveries(receiver: WebhookReceiver, job_ids: list[str], timeout: float) -> float:
+def wait_deliveries(receiver: ReceiverProcess, job_ids: list[str], timeout: float) -> float:
     """Wait until each job has an accepted delivery; the seconds it took after the call."""
     started = time.monotonic()
     wanted = set(job_ids)
@@ -123,7 +153,7 @@ def wait_deliveries(receiver: WebhookReceiver, job_ids: list[str], timeout: floa
     return time.monotonic() - started
 
 
-def tally(receiver: WebhookReceiver, job_ids: list[str]) -> dict[str, int]:
+def tally(receiver: ReceiverProcess, job_ids: list[str]) -> dict[str, int]:
     by_job = delivered_jobs(receiver)
     ids = [r.delivery_id for r in receiver.accepted()]
     ours = set(job_ids)
@@ -131,7 +161,8 @@ def tally(receiver: WebhookReceiver, job_ids: list[str]) -> dict[str, int]:
         "events": len(job_ids),
         "delivered": len(ours & set(by_job)),
         "lost": len(ours - set(by_job)),
-        "duplicates": len(ids) - len(set(ids))
+        "duplicates": len(ids)
+        - len(set(ids))
         + sum(len({r.delivery_id for r in by_job[j]}) - 1 for j in ours & set(by_job)),
         "refused_attempts": sum(1 for r in receiver.received if r.status != 200),
         "attempts": len(receiver.received),
@@ -151,12 +182,12 @@ def main() -> int:
     args = parser.parse_args()
     print(f"# bench_webhooks: {code_version()}; {machine()}", flush=True)
     loads = [load()]
-    receiver = WebhookReceiver("flaky").start()
     plain, hooked = Mode("no webhook"), Mode("webhook (a third of first attempts refused)")
     with (
         tempfile.TemporaryDirectory(prefix="docingest-bench-webhooks-") as tmp,
         FakeEmbeddingServer(latency=args.latency_ms / 1000) as fake,
     ):
+        receiver = ReceiverProcess(Path(tmp) / "received.jsonl")
         env = production_env(Path(tmp) / "data", fake)
         env.extra |= WEBHOOK_ENV
         serve = start(["serve"], env, name="serve")
@@ -182,7 +213,7 @@ def main() -> int:
             loads.append(load())
             drain = wait_deliveries(receiver, hooked.job_ids, timeout=1800)
             result = tally(receiver, hooked.job_ids)
-            print(f"\n| mode | jobs | seconds | jobs/s | ratio |\n|---|---:|---:|---:|---:|")
+            print("\n| mode | jobs | seconds | jobs/s | ratio |\n|---|---:|---:|---:|---:|")
             for mode in (plain, hooked):
                 print(f"| {mode.label} | {mode.jobs} | {mode.seconds:.1f} | {mode.rate:.2f} | "
                       f"{mode.rate / plain.rate:.3f} |")  # fmt: skip
@@ -201,7 +232,9 @@ def main() -> int:
     return 0
 
 
-def crash_run(client: httpx.Client, env, serve, receiver: WebhookReceiver, count: int):  # type: ignore[no-untyped-def]
+def crash_run(
+    client: httpx.Client, env: ServiceEnv, serve: Process, receiver: ReceiverProcess, count: int
+) -> Process:
     """Upload `count` with the webhook, kill -9 serve a third of the way through the
     deliveries, start it again, and count what arrives."""
     before = {r.delivery_id for r in receiver.accepted()}

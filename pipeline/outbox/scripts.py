@@ -74,9 +74,10 @@ return outbox_count
 """
 )
 
-# KEYS: due. ARGV: delivery prefix, most to claim, lease seconds.
-# Returns [id, attempt, HGETALL...] per claimed delivery; a claim pushes its due time past the
-# lease, so the deliveries of a dispatcher that died are claimed again once it runs out.
+# KEYS: due. ARGV: delivery prefix, most to claim, lease seconds, subscriptions prefix.
+# Returns the HGETALL of each claimed delivery, with its webhook's subscription JSON as
+# `subscription` ('' when the webhook is gone); a claim pushes its due time past the lease, so
+# the deliveries of a dispatcher that died are claimed again once it runs out.
 CLAIM_DUE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -90,7 +91,15 @@ for _, id in ipairs(ids) do
         redis.call('HINCRBY', key, 'attempts', 1)
         redis.call('HSET', key, 'claimed_at', tostring(now))
         redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)
-        table.insert(claimed, redis.call('HGETALL', key))
+        local row = redis.call('HGETALL', key)
+        local fields = {}
+        for i = 1, #row, 2 do fields[row[i]] = row[i + 1] end
+        if fields.webhook and fields.webhook ~= '' then
+            local sub = redis.call('HGET', ARGV[4] .. fields.index, fields.webhook)
+            table.insert(row, 'subscription')
+            table.insert(row, sub or '')
+        end
+        table.insert(claimed, row)
     end
 end
 return claimed

@@ -89,6 +89,8 @@ class Delivery:
     created_at: float
     fields: Mapping[str, str]
     """The whole stored hash (`job` or `data`, `body` once rendered)."""
+    subscription: Subscription | None = None
+    """The webhook as it is now (None for a callback, or when the webhook was removed)."""
 
 
 class Outbox:
@@ -166,7 +168,12 @@ class Outbox:
         with map_redis_errors():
             rows = self._claim(
                 keys=[self.keys.webhooks_due],
-                args=[self.keys.webhook_delivery_prefix, most, lease_seconds],
+                args=[
+                    self.keys.webhook_delivery_prefix,
+                    most,
+                    lease_seconds,
+                    self.keys.webhooks_prefix,
+                ],
             )
         claimed = []
         for row in rows:
@@ -183,6 +190,11 @@ class Outbox:
                     attempt=int(fields["attempts"]),
                     created_at=float(fields["created_at"]),
                     fields=fields,
+                    subscription=(
+                        Subscription.model_validate_json(fields["subscription"])
+                        if fields.get("subscription")
+                        else None
+                    ),
                 )
             )
         return claimed
@@ -192,7 +204,8 @@ class Outbox:
         stored (this one, or one an earlier attempt stored)."""
         key = self.keys.webhook_delivery(delivery_id)
         with map_redis_errors():
-            self._redis.hsetnx(key, "body", body)
+            if self._redis.hsetnx(key, "body", body):
+                return body
             stored = self._redis.hget(key, "body")
         return str(stored) if stored is not None else body
 

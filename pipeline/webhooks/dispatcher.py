@@ -7,7 +7,8 @@ Redis. A claim moves the delivery's due time past its lease (`LEASE_SECONDS`), s
 process dies mid-attempt (kill -9), another dispatcher, or this one restarted, claims it
 again when the lease runs out: delivery is at least once, and a receiver dedupes on
 `X-Docingest-Delivery`. It runs on its own threads and HTTP client, never on the ingest path,
-so a receiver that is slow or never answers holds only a delivery slot.
+so a receiver that is slow or never answers holds only a delivery slot (one thread, for at
+most the timeout).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import logging
 import random
 import threading
 import time
-
-import httpx
 
 from pipeline import metrics
 from pipeline.errors import DependencyUnavailable
@@ -57,17 +56,7 @@ class Dispatcher:
         self._settings = settings
         self._slots = threading.BoundedSemaphore(settings.webhook_concurrency)
         self._stop = threading.Event()
-        # No keep-alive: each attempt connects to the address it checked (`sender`), and a
-        # pooled connection must not carry another host's request.
-        self._client = httpx.Client(
-            follow_redirects=False,
-            limits=httpx.Limits(
-                max_connections=settings.webhook_concurrency, max_keepalive_connections=0
-            ),
-            trust_env=False,  # a proxy from the environment would bypass the address check
-        )
         self._thread = threading.Thread(target=self._run, name="webhooks", daemon=True)
-        self._workers: list[threading.Thread] = []
 
     def start(self) -> None:
         self._thread.start()
@@ -76,7 +65,6 @@ class Dispatcher:
         """Stop claiming; attempts under way are left to finish or to their lease."""
         self._stop.set()
         self._thread.join(timeout)
-        self._client.close()
 
     def run_once(self) -> int:
         """Claim as many due deliveries as there are free slots and start each; how many."""
@@ -129,7 +117,7 @@ class Dispatcher:
         settings = self._settings
         url, secret = delivery.url, delivery.secret
         if delivery.webhook:
-            subscription = self._outbox.get(delivery.index, delivery.webhook)
+            subscription = delivery.subscription
             if subscription is None:
                 self._outbox.resolve(delivery, "dropped", error="the webhook was removed")
                 return
@@ -147,7 +135,6 @@ class Dispatcher:
             now=time.time(),
         )
         result = attempt(
-            self._client,
             url,
             data,
             headers,

@@ -7,12 +7,15 @@ stopped and started again on the same port, as a receiver that goes down and com
 from __future__ import annotations
 
 import json
+import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from tests.support.waiting import wait_until
@@ -50,8 +53,15 @@ class WebhookReceiver:
     `redirect` (302 to `redirect_to`), `flaky` (500 on the first attempt of every third
     delivery, by a hash of its id, then 200)."""
 
-    def __init__(self, mode: str = "ok", *, redirect_to: str = "http://127.0.0.1:9/") -> None:
+    def __init__(
+        self,
+        mode: str = "ok",
+        *,
+        redirect_to: str = "http://127.0.0.1:9/",
+        log_to: Path | None = None,
+    ) -> None:
         self.mode = mode
+        self.log_to = log_to
         self.redirect_to = redirect_to
         self._received: list[Received] = []
         self._lock = threading.Lock()
@@ -147,6 +157,10 @@ class WebhookReceiver:
         else:
             with self._lock:
                 self._received.append(Received(handler.path, headers, body, status))
+                if self.log_to is not None:
+                    record = {"headers": headers, "body": body.decode(), "status": status}
+                    with self.log_to.open("a") as log:
+                        log.write(json.dumps(record) + "\n")
         handler.send_response(status)
         if status == 302:
             handler.send_header("Location", self.redirect_to)
@@ -163,3 +177,25 @@ def receiving(mode: str = "ok", **options: Any) -> Iterator[WebhookReceiver]:
         yield receiver
     finally:
         receiver.stop()
+
+
+def read_log(path: Path) -> list[Received]:
+    """What a receiver run with `log_to` (or as a program) answered, from its log."""
+    if not path.exists():
+        return []
+    received = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line being written
+            continue
+        received.append(Received("", record["headers"], record["body"].encode(), record["status"]))
+    return received
+
+
+if __name__ == "__main__":  # a receiver in a process of its own (bench/bench_webhooks.py)
+    receiver = WebhookReceiver(sys.argv[1], log_to=Path(sys.argv[2])).start()
+    sys.stdout.write(f"{receiver.port}\n")
+    sys.stdout.flush()
+    while True:
+        time.sleep(3600)
