@@ -113,8 +113,10 @@ def test_a_failing_receiver_is_retried_with_the_same_body_until_it_takes_it(
     assert len({r.delivery_id for r in attempts}) == 1
     numbers = [int(r.headers["x-docingest-attempt"]) for r in attempts]
     assert numbers == list(range(1, len(attempts) + 1))
-    stats = deployment.outbox.stats()
-    assert stats["retried"] >= 3 and stats["delivered"] == 1 and stats["pending"] == 0
+    stats = wait_until(  # the receiver answers before the dispatcher records it
+        lambda: (s := deployment.outbox.stats())["delivered"] == 1 and s, what="the record"
+    )
+    assert stats["retried"] >= 3 and stats["pending"] == 0
 
 
 def test_a_hanging_receiver_costs_a_timeout_and_a_retry(deployment: Deployment) -> None:
