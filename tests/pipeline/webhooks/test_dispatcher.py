@@ -113,9 +113,12 @@ def test_a_failing_receiver_is_retried_with_the_same_body_until_it_takes_it(
     assert len({r.delivery_id for r in attempts}) == 1
     numbers = [int(r.headers["x-docingest-attempt"]) for r in attempts]
     assert numbers == list(range(1, len(attempts) + 1))
-    stats = wait_until(  # the receiver answers before the dispatcher records it
-        lambda: (s := deployment.outbox.stats())["delivered"] == 1 and s, what="the record"
-    )
+
+    def recorded() -> dict[str, int] | None:  # the receiver answers before it is recorded
+        stats = deployment.outbox.stats()
+        return stats if stats["delivered"] == 1 else None
+
+    stats = wait_until(recorded, what="the delivery recorded")
     assert stats["retried"] >= 3 and stats["pending"] == 0
 
 
