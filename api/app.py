@@ -17,7 +17,7 @@ from api.auth import KeyRing
 from api.deps import AppState
 from api.errors import install_error_handlers
 from api.metrics import registry_for
-from api.routes import docs, documents, indexes, jobs, ops, search, web
+from api.routes import docs, documents, indexes, jobs, ops, search, web, webhooks
 from pipeline.services import Services
 from pipeline.settings import Settings, get_settings
 from workers.app import create_celery_app
@@ -65,6 +65,6 @@ def create_app(
         redoc_url=None,
     )
     install_error_handlers(app)
-    for module in (indexes, documents, jobs, search, ops, docs, web):
+    for module in (indexes, documents, jobs, search, webhooks, ops, docs, web):
         app.include_router(module.router)
     return app

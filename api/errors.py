@@ -35,6 +35,7 @@ from pipeline.errors import (
     Unauthorized,
     UnsupportedFormat,
     UploadTooLarge,
+    WebhookNotFound,
 )
 
 _UNREAD_BODY = (UploadTooLarge, InvalidUpload, StagingFull)
@@ -50,6 +51,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     IndexNotFound: 404,
     DocumentNotFound: 404,
     JobNotFound: 404,
+    WebhookNotFound: 404,
     IndexConflict: 409,
     JobStateConflict: 409,
     UploadTooLarge: 413,

@@ -132,12 +132,47 @@ class EmbeddingCollector(Collector):
             )
 
 
+class WebhooksCollector(Collector):
+    """The webhook outbox's counts, from Redis: every process reports the same numbers, whichever
+    dispatcher sent the deliveries (attempt and latency histograms are per process,
+    `pipeline.metrics`)."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        try:
+            stats = self._services.outbox.stats()
+        except DependencyUnavailable:
+            return  # docingest_redis_up says so
+        yield GaugeMetricFamily(
+            "docingest_webhook_deliveries_pending",
+            "Webhook deliveries not yet delivered nor given up (waiting, leased or retrying).",
+            value=stats["pending"],
+        )
+        finished = CounterMetricFamily(
+            "docingest_webhook_deliveries",
+            "Webhook deliveries ended: delivered, failed (given up after the retry period) or "
+            "dropped (their webhook was removed).",
+            labels=["status"],
+        )
+        for status in ("delivered", "failed", "dropped"):
+            finished.add_metric([status], stats[status])
+        yield finished
+        yield CounterMetricFamily(
+            "docingest_webhook_retries",
+            "Failed webhook delivery attempts that were scheduled again.",
+            value=stats["retried"],
+        )
+
+
 def registry_for(services: Services) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(JobsCollector(services))
     registry.register(StagingCollector(services))
     registry.register(EmbeddingCollector())
     registry.register(IndexUsageCollector(services))
+    registry.register(WebhooksCollector(services))
     return registry
 
 

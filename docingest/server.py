@@ -30,6 +30,7 @@ from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
 from pipeline.log import configure_logging
 from pipeline.services import Services
 from pipeline.settings import Settings
+from pipeline.webhooks.dispatcher import Dispatcher
 from workers import context
 from workers import metrics as worker_metrics
 from workers.app import create_celery_app
@@ -162,11 +163,14 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
     celery_app = create_celery_app(settings)
     worker = EmbeddedWorker(celery_app, concurrency=settings.worker_concurrency)
     ticker = HousekeepingTicker(celery_app, services)
+    dispatcher = Dispatcher(services.outbox, settings) if settings.webhook_dispatcher else None
     app = create_app(services=services, celery=celery_app)
     server = _Server(_http_config(app, settings, log_level="warning"))
     base_url = f"http://{settings.host}:{settings.port}"
     worker.start()
     ticker.start()
+    if dispatcher is not None:
+        dispatcher.start()
     if on_ready is not None:
         threading.Thread(
             target=_when_started, args=(server, on_ready, base_url), daemon=True
@@ -187,6 +191,8 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
     try:
         server.run()
     finally:
+        if dispatcher is not None:
+            dispatcher.stop()
         ticker.stop()
         worker.stop()
         context.shutdown()
@@ -353,15 +359,24 @@ def _start_worker_metrics(settings: Settings, pool: str) -> WSGIServer | None:
 def _tick_while_running(
     celery_app: Celery, settings: Settings, metrics_server: WSGIServer | None
 ) -> None:
-    """Run the housekeeping ticker from worker start to shutdown, then stop the metrics."""
+    """Run the housekeeping ticker and the webhook dispatcher from worker start to shutdown,
+    then stop the metrics."""
     tickers: list[HousekeepingTicker] = []
+    dispatchers: list[Dispatcher] = []
 
     def start_ticker(**_: Any) -> None:
-        ticker = HousekeepingTicker(celery_app, context.current(settings))
+        services = context.current(settings)
+        ticker = HousekeepingTicker(celery_app, services)
         ticker.start()
         tickers.append(ticker)
+        if settings.webhook_dispatcher:
+            dispatcher = Dispatcher(services.outbox, settings)
+            dispatcher.start()
+            dispatchers.append(dispatcher)
 
     def stop_ticker(**_: Any) -> None:
+        for dispatcher in dispatchers:
+            dispatcher.stop()
         for ticker in tickers:
             ticker.stop()
         if metrics_server is not None:

@@ -28,6 +28,10 @@
     │   ├── JobNotFound               job_not_found
     │   ├── JobStateConflict          job_state_conflict
     │   ├── StoreNotHere              store_not_here
+    │   ├── InvalidWebhook            invalid_webhook (a bad webhook name, events list, secret)
+    │   ├── InvalidWebhookUrl         invalid_webhook_url (not http(s), malformed, unresolvable)
+    │   ├── WebhookUrlNotAllowed      webhook_url_not_allowed (resolves to a private address)
+    │   ├── WebhookNotFound           webhook_not_found
     │   ├── Unauthorized              unauthorized
     │   └── Forbidden                 forbidden
     └── TransientError                worth retrying with backoff
@@ -196,6 +200,29 @@ class StoreNotHere(RequestError):
     """The embedded store is owned by another process (the worker); this one cannot read it."""
 
     code = "store_not_here"
+
+
+class InvalidWebhook(RequestError):
+    """A webhook's name, events or secret break the rules (README, "Webhooks")."""
+
+    code = "invalid_webhook"
+
+
+class InvalidWebhookUrl(RequestError):
+    """A webhook or callback URL that is not an absolute http(s) URL of a host that resolves."""
+
+    code = "invalid_webhook_url"
+
+
+class WebhookUrlNotAllowed(RequestError):
+    """A webhook or callback URL whose host resolves to a loopback, link-local, private,
+    multicast or unspecified address (unless `webhook_allow_private`)."""
+
+    code = "webhook_url_not_allowed"
+
+
+class WebhookNotFound(RequestError):
+    code = "webhook_not_found"
 
 
 class Unauthorized(RequestError):

@@ -14,6 +14,18 @@
     {prefix}usage:ranking             zset: index names by input tokens (per-index metrics)
     {prefix}usage:all                 hash: the usage of every index together
     {prefix}housekeeping:tick         string with a TTL: who runs the next sweep
+    {prefix}webhooks:index:{index}    hash: an index's webhook subscriptions, name → JSON
+                                      (`pipeline.outbox`)
+    {prefix}webhooks:delivery:{id}    hash: one delivery of the outbox; expires once it ends
+    {prefix}webhooks:chain:{target}:{index}:{doc}
+                                      list: a document's pending deliveries to one target
+                                      (`w:{name}` or `c:{sha1 of a callback URL}`), in order;
+                                      only the head is ever due
+    {prefix}webhooks:due              zset: chain heads, scored by when they are next due (a
+                                      claim moves the score past its lease)
+    {prefix}webhooks:log:{index}:{name}
+                                      list: a webhook's recent delivery ids, newest first
+    {prefix}webhooks:stats            hash: deliveries pending, delivered, retried, failed
     {prefix}celery:...                the Celery broker's keys (kombu's global key prefix;
                                       `workers.broker` reads its queue lists)
     docingest:ratelimit:{scope}:log   zset: the embedding rate limiter's reservations
@@ -124,6 +136,46 @@ class Keys:
     @property
     def housekeeping_tick(self) -> str:
         return f"{self.prefix}housekeeping:tick"
+
+    # The outbox's keys are also built inside the job scripts (the index, the document and
+    # the target are read there), from these prefixes: `pipeline.outbox.scripts`.
+
+    @property
+    def webhooks_prefix(self) -> str:
+        """Prefix of an index's subscriptions hash (`webhooks(index)`)."""
+        return f"{self.prefix}webhooks:index:"
+
+    def webhooks(self, index: str) -> str:
+        """An index's webhook subscriptions: name → JSON."""
+        return f"{self.webhooks_prefix}{index}"
+
+    @property
+    def webhook_delivery_prefix(self) -> str:
+        return f"{self.prefix}webhooks:delivery:"
+
+    def webhook_delivery(self, delivery_id: str) -> str:
+        return f"{self.webhook_delivery_prefix}{delivery_id}"
+
+    @property
+    def webhook_chain_prefix(self) -> str:
+        """Prefix of the per-document, per-target delivery lists."""
+        return f"{self.prefix}webhooks:chain:"
+
+    @property
+    def webhook_log_prefix(self) -> str:
+        return f"{self.prefix}webhooks:log:"
+
+    def webhook_log(self, index: str, name: str) -> str:
+        """A webhook's recent delivery ids, newest first."""
+        return f"{self.webhook_log_prefix}{index}:{name}"
+
+    @property
+    def webhooks_due(self) -> str:
+        return f"{self.prefix}webhooks:due"
+
+    @property
+    def webhook_stats(self) -> str:
+        return f"{self.prefix}webhooks:stats"
 
     @property
     def broker_prefix(self) -> str:

@@ -77,3 +77,18 @@ EMBEDDING_CIRCUIT_OPENED = Counter(
     "Times an embedding endpoint's circuit breaker opened (or a half-open probe failed).",
     ["endpoint"],
 )
+WEBHOOK_ATTEMPTS = Counter(
+    "docingest_webhook_attempts",
+    "Webhook delivery attempts this process made, by outcome (delivered, retry, failed).",
+    ["outcome"],
+)
+WEBHOOK_SECONDS = Histogram(
+    "docingest_webhook_attempt_duration_seconds",
+    "Time of one webhook delivery attempt, from resolving the host to the answer.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+WEBHOOK_DELIVERY_SECONDS = Histogram(
+    "docingest_webhook_delivery_latency_seconds",
+    "Time from an event to its delivery (retries included), for deliveries this process made.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 21600, 86400),
+)

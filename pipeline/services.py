@@ -22,6 +22,7 @@ from pipeline.errors import DocumentNotFound, InvalidEmbedding, StoreNotHere
 from pipeline.jobs.state import JobStore
 from pipeline.jobs.usage import UsageLedger
 from pipeline.keys import Keys
+from pipeline.outbox import Outbox
 from pipeline.redis_errors import REDIS_DOWN
 from pipeline.search import SearchRequest, SearchResponse, resolve_target, search
 from pipeline.settings import Settings
@@ -50,7 +51,18 @@ class Services:
             retry_on_timeout=False,
         )
         self.keys = Keys(settings.redis_key_prefix)
-        self.jobs = JobStore(self.redis, keys=self.keys, ttl_seconds=settings.job_ttl_seconds)
+        self.jobs = JobStore(
+            self.redis,
+            keys=self.keys,
+            ttl_seconds=settings.job_ttl_seconds,
+            webhook_log_size=settings.webhook_log_size,
+        )
+        self.outbox = Outbox(
+            self.redis,
+            keys=self.keys,
+            log_size=settings.webhook_log_size,
+            keep_seconds=settings.job_ttl_seconds,
+        )
         self.usage = UsageLedger(self.redis, keys=self.keys)
         self.fence = DocumentFence(self.redis, key_prefix=settings.redis_key_prefix)
         self.query_cache = QueryCache(settings.query_cache_size)
@@ -151,7 +163,9 @@ class Services:
 
         Under the document's store lock, a job still storing an older upload of it is
         superseded first (its version is no longer the newest), so it cannot bring the
-        document back after the delete.
+        document back after the delete. The `document.deleted` event is written under the
+        same lock, so it follows the events of the jobs that stored the document; every
+        delete (one document or by filter) comes here, so each gets its event.
         """
         with self.fence.lock(
             index,
@@ -163,6 +177,8 @@ class Services:
             self.next_version(index, document_id)  # supersedes any attempt still storing
             if not self.store.delete_document(index, document_id):
                 raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
+            seconds, micros = self.redis.time()
+            self.outbox.emit_deleted(index, document_id, seconds + micros / 1_000_000)
 
     def search(self, index: str, request: SearchRequest) -> SearchResponse:
         """Run `request` against `index` with the embedder its config names."""

@@ -14,12 +14,14 @@ from api.deps import AuthorizedIndex, ServicesDep, StateDep, StoreDep
 from api.enqueue import enqueue
 from api.upload import receive_upload
 from pipeline import metrics
-from pipeline.errors import EmptyDocument, InvalidUpload
+from pipeline.errors import EmptyDocument, InvalidUpload, InvalidWebhook
 from pipeline.ingest.staging import check_room
 from pipeline.jobs.job import JobSpec
 from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
+from pipeline.settings import Settings
 from pipeline.store import StoredDocument
+from pipeline.webhooks.urls import MAX_SECRET_CHARS, MIN_SECRET_CHARS, check_url
 
 router = APIRouter(prefix="/v1/indexes/{index}/documents", tags=["documents"])
 
@@ -41,6 +43,16 @@ _UPLOAD_BODY: dict[str, Any] = {
                             "description": "A JSON object of user metadata.",
                         },
                         "force": {"type": "boolean", "default": False},
+                        "callback_url": {
+                            "type": "string",
+                            "description": "An http(s) URL that receives this job's "
+                            "job.completed, job.failed or job.cancelled event.",
+                        },
+                        "callback_secret": {
+                            "type": "string",
+                            "description": "Signs the callback's deliveries (16-256 "
+                            "characters); without it they are not signed.",
+                        },
                     },
                 }
             }
@@ -79,6 +91,22 @@ def _flag(raw: str | None) -> bool:
     return value in {"true", "1", "yes", "on"}
 
 
+async def _callback(fields: dict[str, str], settings: Settings) -> tuple[str | None, str | None]:
+    """The upload's `callback_url` (checked as a webhook's is) and `callback_secret`."""
+    url = (fields.get("callback_url") or "").strip() or None
+    secret = fields.get("callback_secret") or None
+    if url is None:
+        if secret is not None:
+            raise InvalidWebhook("callback_secret was given without a callback_url.")
+        return None, None
+    if secret is not None and not MIN_SECRET_CHARS <= len(secret) <= MAX_SECRET_CHARS:
+        raise InvalidWebhook(
+            f"callback_secret must be {MIN_SECRET_CHARS}-{MAX_SECRET_CHARS} characters."
+        )
+    await run_in_threadpool(check_url, url, allow_private=settings.webhook_allow_private)
+    return url, secret
+
+
 @router.post(
     "",
     status_code=202,
@@ -110,6 +138,7 @@ async def upload_document(
         metadata = parse_user_metadata(
             received.fields.get("metadata"), max_bytes=settings.max_metadata_bytes
         )
+        callback_url, callback_secret = await _callback(received.fields, settings)
         spec = JobSpec(
             job_id=job_id,
             index=index,
@@ -121,6 +150,8 @@ async def upload_document(
             content_type=received.content_type,
             metadata=metadata,
             force=_flag(received.fields.get("force")),
+            callback_url=callback_url,
+            callback_secret=callback_secret,
         )
         if services.owns_store:  # so the index is listed at once; else the worker creates it
             await run_in_threadpool(services.ensure_index, index)

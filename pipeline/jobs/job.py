@@ -47,6 +47,8 @@ class Job(BaseModel):
     content_sha256: str | None
     metadata: dict[str, Any]
     force: bool
+    callback_url: str | None = None
+    """The upload's `callback_url`, which receives this job's events (README, "Webhooks")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,9 @@ class JobSpec:
     content_type: str | None
     metadata: Mapping[str, Any]
     force: bool
+    callback_url: str | None = None
+    callback_secret: str | None = None
+    """Signs the callback's deliveries; kept in the job hash, never shown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +134,7 @@ def job_from_hash(raw: Mapping[str, str]) -> Job:
         content_sha256=raw.get("content_sha256") or None,
         metadata=_json(raw.get("metadata")) or {},
         force=raw.get("force") == "1",
+        callback_url=raw.get("callback_url") or None,
     )
 
 

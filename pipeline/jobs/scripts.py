@@ -1,16 +1,23 @@
 """The Lua scripts that change job hashes atomically (see `pipeline.jobs.state`).
 
-Each reads the time from Redis, so every host agrees on it.
+Each reads the time from Redis, so every host agrees on it. Those that end a job (CLAIM when
+it finds the job cancelled or out of attempts, FINISH, COMPLETE, CANCEL of a queued job,
+UNQUEUEABLE) write its webhook deliveries in the same step (`pipeline.outbox.scripts.EMIT`:
+they take the outbox's JSON as their last argument), so the event is never lost nor sent for
+a change that did not happen.
 """
+
+from pipeline.outbox.scripts import EMIT
 
 _TIME = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 """
 
-# KEYS: job, running, queued. ARGV: job_id, max_attempts, stale_after.
+# KEYS: job, running, queued. ARGV: job_id, max_attempts, stale_after, error, outbox.
 CLAIM = (
     _TIME
+    + EMIT
     + """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'missing', 0} end
@@ -28,6 +35,7 @@ local function finish(new_status, error)
     redis.call('HDEL', KEYS[1], 'stage')
     redis.call('ZREM', KEYS[2], ARGV[1])
     redis.call('ZREM', KEYS[3], ARGV[1])
+    outbox_emit_job(KEYS[1], new_status)
 end
 if redis.call('HGET', KEYS[1], 'cancel_requested') == '1' then
     finish('cancelled', 'null')
@@ -67,9 +75,11 @@ return 1
 """
 )
 
-# KEYS: job, running, queued, finished-counters. ARGV: job_id, attempt, status, ttl, f, v, ...
+# KEYS: job, running, queued, finished-counters.
+# ARGV: job_id, attempt, status, ttl, f, v, ..., outbox.
 FINISH = (
     _TIME
+    + EMIT
     + """
 if redis.call('HGET', KEYS[1], 'status') ~= 'processing' then return 0 end
 if redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[2] then return 0 end
@@ -80,6 +90,7 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HINCRBY', KEYS[4], ARGV[3], 1)
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[4]))
+outbox_emit_job(KEYS[1], ARGV[3])
 return 1
 """
 )
@@ -87,9 +98,11 @@ return 1
 # FINISH for a completed job, adding its usage to its index's once per job id (a marker in
 # the job hash, which no retry clears): a redelivered or replayed completion adds nothing.
 # KEYS: job, running, queued, finished-counters, index usage, usage ranking, usage of all.
-# ARGV: job_id, attempt, ttl, index, n, n usage name/value pairs, then field/value pairs.
+# ARGV: job_id, attempt, ttl, index, n, n usage name/value pairs, then field/value pairs,
+# then the outbox.
 COMPLETE = (
     _TIME
+    + EMIT
     + """
 if redis.call('HGET', KEYS[1], 'status') ~= 'processing' then return 0 end
 if redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[2] then return 0 end
@@ -112,6 +125,7 @@ if redis.call('HSETNX', KEYS[1], 'usage_counted', '1') == 1 then
     end
     redis.call('ZINCRBY', KEYS[6], 0, ARGV[4])
 end
+outbox_emit_job(KEYS[1], 'completed')
 return 1
 """
 )
@@ -137,11 +151,12 @@ return 1
 """
 )
 
-# KEYS: job, queued, finished-counters. ARGV: job_id, ttl. Returns 'stopped' (a queued job,
+# KEYS: job, queued, finished-counters. ARGV: job_id, ttl, outbox. Returns 'stopped' (a queued job,
 # now cancelled), 'requested' (a processing job, asked to stop), 'missing' or the refusing
 # status; never 'cancelled' on success, which would be taken for an already-cancelled job.
 CANCEL = (
     _TIME
+    + EMIT
     + """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return 'missing' end
@@ -151,6 +166,7 @@ if status == 'queued' then
     redis.call('ZREM', KEYS[2], ARGV[1])
     redis.call('HINCRBY', KEYS[3], 'cancelled', 1)
     redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+    outbox_emit_job(KEYS[1], 'cancelled')
     return 'stopped'
 end
 if status == 'processing' then
@@ -158,6 +174,22 @@ if status == 'processing' then
     return 'requested'
 end
 return status
+"""
+)
+
+# A job the queue never took (the broker was down): failed at once, with its event.
+# KEYS: job, queued, finished-counters. ARGV: job_id, ttl, error JSON, outbox.
+UNQUEUEABLE = (
+    _TIME
+    + EMIT
+    + """
+if not redis.call('HGET', KEYS[1], 'status') then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'failed', 'finished_at', tostring(now), 'error', ARGV[3])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'failed', 1)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+outbox_emit_job(KEYS[1], 'failed')
+return 1
 """
 )
 

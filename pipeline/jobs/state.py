@@ -22,9 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import JobNotFound, JobStateConflict
 from pipeline.jobs.job import Claim, Job, JobSpec, JobWork, job_from_hash, work_from_hash
-from pipeline.jobs.scripts import CANCEL, CLAIM, COMPLETE, FINISH, REQUEUE, RETRY, UPDATE
+from pipeline.jobs.scripts import (
+    CANCEL,
+    CLAIM,
+    COMPLETE,
+    FINISH,
+    REQUEUE,
+    RETRY,
+    UNQUEUEABLE,
+    UPDATE,
+)
 from pipeline.jobs.usage import usage_fields
 from pipeline.keys import JobStage, JobStatus, Keys
+from pipeline.outbox import outbox_arg
 from pipeline.redis_errors import map_redis_errors
 
 if TYPE_CHECKING:
@@ -115,11 +125,16 @@ class OverlapProgress:
 class JobStore:
     """Create, claim, advance, finish, cancel, retry and list jobs; one instance per process."""
 
-    def __init__(self, redis: Redis, *, keys: Keys, ttl_seconds: int) -> None:
-        """`redis` must decode responses (`decode_responses=True`)."""
+    def __init__(
+        self, redis: Redis, *, keys: Keys, ttl_seconds: int, webhook_log_size: int = 100
+    ) -> None:
+        """`redis` must decode responses (`decode_responses=True`); `webhook_log_size` is how
+        many deliveries each webhook's log keeps (`pipeline.outbox`)."""
         self._redis = redis
         self.keys = keys
         self.ttl_seconds = ttl_seconds
+        self.webhook_log_size = webhook_log_size
+        self._unqueueable = redis.register_script(UNQUEUEABLE)
         self._claim = redis.register_script(CLAIM)
         self._update = redis.register_script(UPDATE)
         self._finish = redis.register_script(FINISH)
@@ -146,6 +161,8 @@ class JobStore:
                 "content_type": spec.content_type or "",
                 "metadata": json.dumps(dict(spec.metadata), separators=(",", ":")),
                 "force": "1" if spec.force else "0",
+                "callback_url": spec.callback_url or "",
+                "callback_secret": spec.callback_secret or "",
                 "status": JobStatus.QUEUED.value,
                 "progress": "0",
                 "attempts": "0",
@@ -206,7 +223,7 @@ class JobStore:
         outcome = self._call(
             self._cancel,
             [keys.job(job_id), keys.queued, keys.finished],
-            [job_id, self.ttl_seconds],
+            [job_id, self.ttl_seconds, self._outbox()],
         )
         if outcome == "missing":
             raise JobNotFound(f"Job '{job_id}' does not exist (or has expired).")
@@ -228,19 +245,11 @@ class JobStore:
     def mark_unqueueable(self, job_id: str, error: Mapping[str, str]) -> None:
         """Fail a job that could not be handed to the queue at all (the API answers 503)."""
         keys = self.keys
-        with map_redis_errors(), self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                keys.job(job_id),
-                mapping={
-                    "status": JobStatus.FAILED.value,
-                    "finished_at": repr(self._now()),
-                    "error": json.dumps(dict(error)),
-                },
-            )
-            pipe.zrem(keys.queued, job_id)
-            pipe.hincrby(keys.finished, JobStatus.FAILED.value, 1)
-            pipe.expire(keys.job(job_id), self.ttl_seconds)
-            pipe.execute()
+        self._call(
+            self._unqueueable,
+            [keys.job(job_id), keys.queued, keys.finished],
+            [job_id, self.ttl_seconds, json.dumps(dict(error)), self._outbox()],
+        )
 
     # --- the worker side ----------------------------------------------------------------
 
@@ -257,7 +266,7 @@ class JobStore:
         outcome, attempt = self._call(
             self._claim,
             [keys.job(job_id), keys.running, keys.queued],
-            [job_id, max_attempts, stale_after, exhausted],
+            [job_id, max_attempts, stale_after, exhausted, self._outbox()],
         )
         if outcome in ("cancelled", "exhausted"):
             status = "cancelled" if outcome == "cancelled" else "failed"
@@ -306,7 +315,7 @@ class JobStore:
         args: list[str | int] = [job_id, attempt, self.ttl_seconds, index, len(usage)]
         for name, amount in usage.items():
             args += [name, amount]
-        args += ["progress", "1.0", "result", json.dumps(result)]
+        args += ["progress", "1.0", "result", json.dumps(result), self._outbox()]
         script_keys = [keys.job(job_id), keys.running, keys.queued, keys.finished]
         script_keys += [keys.index_usage(index), keys.usage_ranking, keys.usage_all]
         return bool(self._call(self._complete, script_keys, args))
@@ -398,6 +407,7 @@ class JobStore:
         args: list[str | int] = [job_id, attempt, status.value, self.ttl_seconds]
         for name, value in fields.items():
             args += [name, value]
+        args.append(self._outbox())
         return bool(
             self._call(
                 self._finish, [keys.job(job_id), keys.running, keys.queued, keys.finished], args
@@ -409,6 +419,10 @@ class JobStore:
             pipe.hincrby(self.keys.finished, status, 1)
             pipe.expire(self.keys.job(job_id), self.ttl_seconds)
             pipe.execute()
+
+    def _outbox(self) -> str:
+        """The last argument of a script that may end a job (`pipeline.outbox.scripts`)."""
+        return outbox_arg(self.keys, log_size=self.webhook_log_size)
 
     def _raw(self, job_id: str) -> dict[str, str]:
         raw = self._call_plain(lambda: self._redis.hgetall(self.keys.job(job_id)))

@@ -70,11 +70,14 @@ def request(
         return client.post(path, json={"query": "tide"}, headers=headers)
     if method == "get" and path.endswith("/search"):
         return client.get(path, params={"q": "tide"}, headers=headers)
+    if method == "put" and "/webhooks/" in path:  # a public address: no DNS needed
+        hook = {"url": "http://93.184.215.14/hook", "events": ["job.completed"]}
+        return client.put(path, json=hook, headers=headers)
     return client.request(method.upper(), path, headers=headers)
 
 
 def concrete(path: str, *, index: str, job_id: str) -> str:
-    return path.format(index=index, job_id=job_id, document_id="notes.txt")
+    return path.format(index=index, job_id=job_id, document_id="notes.txt", name="hook")
 
 
 def protected_endpoints() -> list[tuple[str, str]]:
@@ -173,6 +176,8 @@ def test_key_b_works_everywhere(served: Served) -> None:
         ("get", "/readyz"): 200,
         ("get", "/metrics"): 200,
         ("get", "/healthz"): 200,
+        ("put", "/v1/indexes/{index}/webhooks/{name}"): 201,
+        ("get", "/v1/indexes/{index}/webhooks/{name}/deliveries"): 200,
         ("delete", "/v1/indexes/{index}"): 204,
     }
     assert set(expected) == documented_endpoints(), "the table follows the contract"

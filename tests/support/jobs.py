@@ -32,6 +32,8 @@ def job_spec(
         content_type=fields.pop("content_type", None),
         metadata=fields.pop("metadata", {}),
         force=fields.pop("force", False),
+        callback_url=fields.pop("callback_url", None),
+        callback_secret=fields.pop("callback_secret", None),
     )
 
 

@@ -1,0 +1,1 @@
+"""Sending the outbox's webhook deliveries: URL safety, signatures, payloads and the dispatcher."""

@@ -1,0 +1,201 @@
+"""A real HTTP receiver of webhook deliveries for tests and benchmarks (stdlib `http.server` on
+a thread per request), recording every delivery it is sent and answering as told: accept,
+refuse (500), refuse some first attempts, hang without answering, or redirect. It can be
+stopped and started again on the same port, as a receiver that goes down and comes back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from tests.support.waiting import wait_until
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A sender that hangs up (a dispatcher killed mid-delivery, or timing out) is expected
+    here, not an error worth a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request the receiver got, and what it answered (None: it never did)."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    status: int | None
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.body)
+        return value
+
+    @property
+    def delivery_id(self) -> str:
+        return self.headers.get("x-docingest-delivery", "")
+
+
+class WebhookReceiver:
+    """`mode`: `ok` (200), `fail` (500), `hang` (never answers until `release()`),
+    `redirect` (302 to `redirect_to`), `flaky` (500 on the first attempt of every third
+    delivery, by a hash of its id, then 200)."""
+
+    def __init__(
+        self,
+        mode: str = "ok",
+        *,
+        redirect_to: str = "http://127.0.0.1:9/",
+        log_to: Path | None = None,
+    ) -> None:
+        self.mode = mode
+        self.log_to = log_to
+        self.redirect_to = redirect_to
+        self._received: list[Received] = []
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # --- running ------------------------------------------------------------------------
+
+    def start(self) -> WebhookReceiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length)
+                receiver._answer(self, body)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        server = _QuietServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        self._release.clear()
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop answering (connections are refused until `start()` again, on the same port)."""
+        self._release.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def release(self) -> None:
+        """Let hanging requests go (they get a 500)."""
+        self._release.set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    # --- what it got --------------------------------------------------------------------
+
+    @property
+    def received(self) -> list[Received]:
+        with self._lock:
+            return list(self._received)
+
+    def accepted(self) -> list[Received]:
+        """The deliveries it answered with a 2xx, in the order it got them."""
+        return [r for r in self.received if r.status is not None and 200 <= r.status < 300]
+
+    def wait_for(self, count: int, *, timeout: float = 120.0) -> list[Received]:
+        """Wait until `count` distinct deliveries were accepted; return the accepted ones."""
+
+        def enough() -> list[Received] | None:
+            accepted = self.accepted()
+            return accepted if len({r.delivery_id for r in accepted}) >= count else None
+
+        return wait_until(enough, timeout=timeout, what=f"{count} deliveries accepted", poll=0.1)
+
+    # --- answering ----------------------------------------------------------------------
+
+    def _status_for(self, headers: dict[str, str]) -> int | None:
+        if self.mode == "fail":
+            return 500
+        if self.mode == "hang":
+            return None
+        if self.mode == "redirect":
+            return 302
+        if self.mode == "flaky":
+            first = headers.get("x-docingest-attempt") == "1"
+            unlucky = zlib.crc32(headers.get("x-docingest-delivery", "").encode()) % 3 == 0
+            return 500 if first and unlucky else 200
+        return 200
+
+    def _answer(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        headers = {key.lower(): value for key, value in handler.headers.items()}
+        status = self._status_for(headers)
+        if status is None:
+            with self._lock:
+                self._received.append(Received(handler.path, headers, body, None))
+            self._release.wait()
+            status = 500
+        else:
+            with self._lock:
+                self._received.append(Received(handler.path, headers, body, status))
+                if self.log_to is not None:
+                    record = {"headers": headers, "body": body.decode(), "status": status}
+                    with self.log_to.open("a") as log:
+                        log.write(json.dumps(record) + "\n")
+        handler.send_response(status)
+        if status == 302:
+            handler.send_header("Location", self.redirect_to)
+        handler.send_header("Content-Length", "2")
+        handler.end_headers()
+        handler.wfile.write(b"ok" if status < 300 else b"no")
+
+
+@contextmanager
+def receiving(mode: str = "ok", **options: Any) -> Iterator[WebhookReceiver]:
+    """A started receiver for the duration of the block."""
+    receiver = WebhookReceiver(mode, **options).start()
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
+
+
+def read_log(path: Path) -> list[Received]:
+    """What a receiver run with `log_to` (or as a program) answered, from its log."""
+    if not path.exists():
+        return []
+    received = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line being written
+            continue
+        received.append(Received("", record["headers"], record["body"].encode(), record["status"]))
+    return received
+
+
+if __name__ == "__main__":  # a receiver in a process of its own (bench/bench_webhooks.py)
+    receiver = WebhookReceiver(sys.argv[1], log_to=Path(sys.argv[2])).start()
+    sys.stdout.write(f"{receiver.port}\n")
+    sys.stdout.flush()
+    while True:
+        time.sleep(3600)
