@@ -236,6 +236,13 @@ class EdgeEngine:
             quantization_config=DENSE_QUANTIZATION,
         )
 
+    def replace_config(self, index: str, config: IndexConfig) -> None:
+        path = self._directory(index) / CONFIG_FILE
+        with self._lifecycle:
+            if not path.is_file():
+                raise IndexNotFound(f"Index '{index}' does not exist.")
+            _write_atomically(path, config.model_dump_json())
+
     def index_config(self, index: str) -> IndexConfig | None:
         path = self._directory(index) / CONFIG_FILE
         try:
