@@ -295,7 +295,8 @@ class _Field:
     def _int(self, value: int) -> int:
         if value not in INT64:
             raise self.fail(
-                f"the integer is outside the 64-bit range ({INT64.start} to {INT64.stop - 1}); "
+                f"the integer is outside the 64-bit integer range ({INT64.start} to "
+                f"{INT64.stop - 1}); "
                 "metadata integers are stored in that range."
             )
         return value
