@@ -78,6 +78,13 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     with client:
         try:
             ingested = _ingest(client, args, err) if args.ingest else None
+            judged = evaluate.qrels_documents(test.qrels)
+            missing = len(judged - beir.existing_documents(client, args.index))
+            if missing:  # the figures are then lower than the index could give
+                err.print(
+                    Text(f"eval: {missing} of the {len(judged)} judged documents are not in "
+                         f"index '{args.index}'", style="yellow")
+                )  # fmt: skip
             results = evaluate.evaluate(client, args.index, test, wanted, baseline=args.baseline)
         except ClientError as exc:
             err.print(Text(f"docingest: {exc}", style="red"))
@@ -88,6 +95,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     report: dict[str, Any] = {
         "index": args.index,
         "queries": len(test.queries),
+        "judged_documents_missing": missing,
         "baseline": args.baseline or wanted[0].name,
         "variants": [result.as_json() for result in results],
     }
@@ -102,14 +110,22 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _ingest(client: DocingestClient, args: argparse.Namespace, err: Any) -> dict[str, Any]:
+    shown = [-1]
+
     def progress(report: beir.IngestReport, total: int) -> None:
         done = report.uploaded + report.skipped + len(report.failed)
-        err.print(f"ingest: {done}/{total} documents ({len(report.failed)} failed)", end="\r")
+        line = f"ingest: {done}/{total} documents ({len(report.failed)} failed)"
+        if err.is_terminal:
+            err.print(line, end="\r")
+        elif done // 100 != shown[0] // 100 or done == total:  # a line per 100 in a log
+            err.print(line)
+        shown[0] = done
 
     report = beir.ingest_corpus(
         client, args.index, args.ingest, concurrency=args.concurrency, on_progress=progress
     )
-    err.print()
+    if err.is_terminal:
+        err.print()
     for document_id, problem in list(report.failed.items())[:10]:
         err.print(Text(f"ingest: {document_id}: {problem}", style="yellow"))
     return {

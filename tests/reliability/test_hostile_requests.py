@@ -86,6 +86,11 @@ def nested(depth: int) -> str:
     return "[" * depth + "1" + "]" * depth
 
 
+def body(selector: object) -> str:
+    """A search body with `selector` as its filter."""
+    return json.dumps({"query": "x", "filter": selector})
+
+
 def nested_groups(group: str, depth: int) -> dict[str, object]:
     node: dict[str, object] = {"n": 1}
     for _ in range(depth):
@@ -117,11 +122,11 @@ BAD_FILTERS = [
         400, "invalid_filter", "outside the 64-bit integer range",
     ),
     BadFilter(
-        "filter-unknown-operator", json.dumps({"query": "x", "filter": {"n": {"$gt": 1}}}),
+        "filter-unknown-operator", body({"n": {"$gt": 1}}),
         400, "invalid_filter", "unknown operator '$gt'",
     ),
     BadFilter(
-        "filter-value-null", json.dumps({"query": "x", "filter": {"n": None}}),
+        "filter-value-null", body({"n": None}),
         400, "invalid_filter", "not null",
     ),
     BadFilter(
@@ -129,33 +134,33 @@ BAD_FILTERS = [
         400, "invalid_filter", "finite number",
     ),
     BadFilter(
-        "filter-key-with-a-space", json.dumps({"query": "x", "filter": {"bad key": 1}}),
+        "filter-key-with-a-space", body({"bad key": 1}),
         400, "invalid_filter", "is invalid",
     ),
     BadFilter(
-        "filter-of-70-keys", json.dumps({"query": "x", "filter": {f"k{i}": i for i in range(70)}}),
+        "filter-of-70-keys", body({f"k{i}": i for i in range(70)}),
         400, "invalid_filter", "at most 64 conditions",
     ),
     BadFilter(
         "filter-not-nested-5-deep",
-        json.dumps({"query": "x", "filter": nested_groups("$not", 5)}),
+        body(nested_groups("$not", 5)),
         400, "invalid_filter", "4 deep",
     ),
     BadFilter(
-        "filter-or-of-65", json.dumps({"query": "x", "filter": {"$or": [{"n": i} for i in range(65)]}}),
+        "filter-or-of-65", body({"$or": [{"n": i} for i in range(65)]}),
         400, "invalid_filter", "1 to 64 filter objects",
     ),
     BadFilter(
-        "filter-in-of-1001", json.dumps({"query": "x", "filter": {"n": {"in": list(range(1001))}}}),
+        "filter-in-of-1001", body({"n": {"in": list(range(1001))}}),
         400, "invalid_filter", "1 to 1000 values",
     ),
     BadFilter(
         "filter-5-in-lists-of-1000",
-        json.dumps({"query": "x", "filter": {"$or": [{"n": {"in": list(range(1000))}}] * 5}}),
+        body({"$or": [{"n": {"in": list(range(1000))}}] * 5}),
         400, "invalid_filter", "at most 4000 values",
     ),
     BadFilter(
-        "filter-in-of-mixed-types", json.dumps({"query": "x", "filter": {"n": {"in": [1, "a"]}}}),
+        "filter-in-of-mixed-types", body({"n": {"in": [1, "a"]}}),
         400, "invalid_filter", "of one type",
     ),
     BadFilter(
@@ -163,43 +168,43 @@ BAD_FILTERS = [
         400, "invalid_filter", "too large",
     ),
     BadFilter(
-        "filter-range-of-mixed-bounds", json.dumps({"query": "x", "filter": {"n": {"gte": 1, "lt": "2026-01-01"}}}),
+        "filter-range-of-mixed-bounds", body({"n": {"gte": 1, "lt": "2026-01-01"}}),
         400, "invalid_filter", "all numbers or all RFC 3339",
     ),
     BadFilter(
-        "filter-bad-datetime", json.dumps({"query": "x", "filter": {"ingested_at": {"gte": "2026-02-30"}}}),
+        "filter-bad-datetime", body({"ingested_at": {"gte": "2026-02-30"}}),
         400, "invalid_filter", "'ingested_at'",
     ),
     BadFilter(
-        "filter-datetime-a-number", json.dumps({"query": "x", "filter": {"ingested_at": {"gte": 1767225600}}}),
+        "filter-datetime-a-number", body({"ingested_at": {"gte": 1767225600}}),
         400, "invalid_filter", "RFC 3339",
     ),
     BadFilter(
-        "filter-range-on-document-id", json.dumps({"query": "x", "filter": {"document_id": {"gt": "a"}}}),
+        "filter-range-on-document-id", body({"document_id": {"gt": "a"}}),
         400, "invalid_filter", "'document_id'",
     ),
     BadFilter(
-        "filter-not-of-nothing", json.dumps({"query": "x", "filter": {"$not": {}}}),
+        "filter-not-of-nothing", body({"$not": {}}),
         400, "invalid_filter", '"$not" takes one non-empty filter object',
     ),
     BadFilter(
-        "filter-or-empty", json.dumps({"query": "x", "filter": {"$or": []}}),
+        "filter-or-empty", body({"$or": []}),
         400, "invalid_filter", "$or",
     ),
     BadFilter(
-        "filter-unknown-group", json.dumps({"query": "x", "filter": {"$where": "1 == 1"}}),
+        "filter-unknown-group", body({"$where": "1 == 1"}),
         400, "invalid_filter", "Unknown filter group",
     ),
     BadFilter(
-        "filter-empty-operator-object", json.dumps({"query": "x", "filter": {"n": {}}}),
+        "filter-empty-operator-object", body({"n": {}}),
         400, "invalid_filter", "operator object is empty",
     ),
     BadFilter(
-        "filter-exists-a-string", json.dumps({"query": "x", "filter": {"n": {"exists": "yes"}}}),
+        "filter-exists-a-string", body({"n": {"exists": "yes"}}),
         400, "invalid_filter", "true or false",
     ),
     BadFilter(
-        "filter-a-list", json.dumps({"query": "x", "filter": ["dept", "legal"]}),
+        "filter-a-list", body(["dept", "legal"]),
         422, "validation_error", "filter",
     ),
     BadFilter(
