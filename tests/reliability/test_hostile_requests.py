@@ -243,12 +243,13 @@ def test_a_declared_field_refuses_values_of_another_type(deployment: Deployment)
     created = http.put("/v1/indexes/typed", json={"metadata_schema": schema})
     assert created.status_code == 201, created.text
     assert http.get("/v1/indexes/typed").json()["metadata_schema"] == schema
-    for case, value in [
+    filters: list[tuple[str, dict[str, object]]] = [
         ("typed-filter-string-for-integer", {"year": "2024"}),
         ("typed-filter-range-of-strings-on-integer", {"year": {"gte": "2020"}}),
         ("typed-filter-number-for-datetime", {"published": {"lt": 2024}}),
         ("typed-filter-range-on-keyword-list", {"tags": {"gte": 1}}),
-    ]:
+    ]
+    for case, value in filters:
         field = next(iter(value))
         response = measured(
             deployment,
@@ -259,11 +260,12 @@ def test_a_declared_field_refuses_values_of_another_type(deployment: Deployment)
         )
         assert f"'{field}'" in assert_error(response, 400, "invalid_filter")
     jobs_before = http.get("/v1/jobs", params={"index": "typed"}).json()
-    for case, metadata in [
+    uploads: list[tuple[str, dict[str, object]]] = [
         ("typed-upload-string-for-integer", {"year": "2024"}),
         ("typed-upload-bad-datetime", {"published": "last tuesday"}),
         ("typed-upload-number-in-keyword-list", {"tags": ["a", 1]}),
-    ]:
+    ]
+    for case, metadata in uploads:
         response = measured(
             deployment,
             case,
