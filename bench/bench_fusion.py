@@ -65,8 +65,8 @@ def keyword_sum(lists: Lists) -> list[str]:
 FUSIONS: dict[str, Callable[[Lists], list[str]]] = {
     "vector alone": lambda lists: documents(lists["vector"]),
     "keyword alone": lambda lists: documents(lists["keyword"]),
-    "chunk RRF (the service before)": chunk_rrf,
-    "document RRF (shipped)": lambda lists: rrf(
+    "chunk RRF (shipped)": chunk_rrf,
+    "document RRF": lambda lists: rrf(
         documents(lists["vector"]), documents(lists["keyword"])
     ),
     "document RRF, k=20": lambda lists: rrf(

@@ -59,39 +59,6 @@ def fuse(
     return sorted(fused.values(), key=lambda candidate: candidate.score, reverse=True)
 
 
-def fuse_documents(
-    dense: list[ScoredChunk], keyword: list[ScoredChunk], *, k: int = RRF_K
-) -> list[Candidate]:
-    """Fuse two ranked lists by RRF over documents, for a response capped per document.
-
-    A document ranks in each list where its best chunk does, counted among documents (its
-    other chunks do not push other documents down), and scores the sum over the lists, so a
-    document found by meaning in one chunk and by its words in another has both pieces of
-    evidence, as a document ranking should. Its chunks follow in their own fused order, each
-    carrying the document's score. Fusing chunks instead split such a document's evidence
-    and ranked it lower (BENCHMARKS.md, "Hybrid fusion by document").
-    """
-    newest: dict[str, int] = {}
-    for hit in (*dense, *keyword):
-        newest[hit.document_id] = max(hit.version, newest.get(hit.document_id, 0))
-    current = [
-        [hit for hit in hits if hit.version == newest[hit.document_id]] for hits in (dense, keyword)
-    ]
-    documents: dict[str, float] = {}
-    for hits in current:
-        ranked: dict[str, int] = {}
-        for hit in hits:
-            ranked.setdefault(hit.document_id, len(ranked))
-        for document_id, rank in ranked.items():
-            documents[document_id] = documents.get(document_id, 0.0) + 1.0 / (k + rank)
-    chunks = fuse(*current, k=k)
-    order = {document_id: place for place, document_id in enumerate(documents)}
-    chunks.sort(key=lambda c: (-documents[c.chunk.document_id], order[c.chunk.document_id]))
-    for candidate in chunks:
-        candidate.score = documents[candidate.chunk.document_id]
-    return chunks
-
-
 def select(candidates: list[Candidate], request: SearchRequest) -> list[Candidate]:
     """Apply version consistency, the threshold, the per-document cap and top_k, in order."""
     newest: dict[str, int] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from pipeline.embedders.base import QueryCache
-from pipeline.search.candidates import Candidate, candidate_limit, fuse, fuse_documents, select
+from pipeline.search.candidates import Candidate, candidate_limit, fuse, select
 from pipeline.search.request import Result, Scores, SearchRequest, SearchResponse
 from pipeline.search.target import SearchTarget
 from pipeline.sparse import encode_query
@@ -49,11 +49,7 @@ def search(
                 limit=limit,
                 filter=search_filter,
             )
-            # A capped response ranks documents: fuse their evidence, not their chunks'.
-            if request.max_chunks_per_document is not None:
-                candidates = fuse_documents(dense, keyword)
-            else:
-                candidates = fuse(dense, keyword)
+            candidates = fuse(dense, keyword)
     results = [_result(candidate) for candidate in select(candidates, request)]
     took_ms = (time.perf_counter() - started) * 1000
     return SearchResponse(results=results, took_ms=round(took_ms, 3))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.search.candidates import RRF_K, Candidate, fuse, fuse_documents, select
+from pipeline.search.candidates import RRF_K, Candidate, fuse, select
 from pipeline.search.request import SearchRequest
 from pipeline.store import ScoredChunk
 
@@ -38,28 +38,3 @@ def test_select_keeps_each_documents_newest_version_first() -> None:
     assert [c.chunk.id for c in chosen] == ["other"]
     chosen = select(candidates, SearchRequest(query="q", top_k=5))
     assert [c.chunk.id for c in chosen] == ["other", "new"]
-
-
-def test_a_capped_response_fuses_documents_not_chunks() -> None:
-    # d1 is found by meaning in one chunk and by its words in another; d2's two chunks top
-    # the keyword list. Fusing chunks splits d1's evidence; fusing documents does not.
-    dense = [_chunk("d1-0", "d1"), _chunk("d3-0", "d3"), _chunk("d2-0", "d2")]
-    keyword = [_chunk("d2-0", "d2"), _chunk("d2-1", "d2"), _chunk("d1-1", "d1")]
-    by_chunk = select(fuse(dense, keyword), SearchRequest(query="q", max_chunks_per_document=1))
-    assert [c.chunk.document_id for c in by_chunk] == ["d2", "d1", "d3"]
-    fused = fuse_documents(dense, keyword)
-    # d1: dense rank 0 + keyword rank 1 (second document); d2: dense 2 + keyword 0
-    assert fused[0].score == pytest.approx(1 / RRF_K + 1 / (RRF_K + 1))
-    chosen = select(fused, SearchRequest(query="q", max_chunks_per_document=1))
-    assert [c.chunk.id for c in chosen] == ["d1-0", "d2-0", "d3-0"]
-    two = select(fused, SearchRequest(query="q", max_chunks_per_document=2))
-    assert [c.chunk.id for c in two] == ["d1-0", "d1-1", "d2-0", "d2-1", "d3-0"]
-    assert two[0].score == two[1].score  # a document's chunks carry its score
-
-
-def test_document_fusion_ranks_each_documents_newest_version() -> None:
-    dense = [_chunk("old", "d", 1), _chunk("e", "e"), _chunk("new", "d", 2)]
-    keyword = [_chunk("old", "d", 1), _chunk("new", "d", 2)]
-    fused = fuse_documents(dense, keyword)
-    assert [c.chunk.id for c in fused] == ["new", "e"]  # d ranks 1 in dense, 0 in keyword
-    assert fused[0].score == pytest.approx(1 / (RRF_K + 1) + 1 / RRF_K)
