@@ -54,9 +54,10 @@ FILTERS: list[tuple[str, dict[str, Any] | None]] = [
     ("equality (v1): dept = legal", {"dept": "legal"}),
     ("range: 2010 <= year < 2015", {"year": {"gte": 2010, "lt": 2015}}),
     ("datetime range: published in 2021", {"published": {"gte": "2021-01-01", "lt": "2022-01-01"}}),
-    ("ingested_at >= a day", {"ingested_at": {"gte": "2026-06-01T00:00:00Z"}}),
+    ("ingested_at >= a day", {"ingested_at": {"gte": "2026-03-01T00:00:00Z"}}),
     ("range + equality", {"year": {"gte": 2010}, "dept": {"in": ["legal", "hr"]}}),
-    ("$or of two ranges", {"$or": [{"year": {"lt": 2003}}, {"published": {"gte": "2024-01-01"}}]}),
+    ("$or of two ranges", {"$or": [{"year": {"lt": 2003}}, {"published": {"gte": "2023-01-01"}}]}),
+    ("range holding 0 and 1: year >= 0", {"year": {"gte": 0}}),
     ("$not equality", {"$not": {"dept": "legal"}}),
 ]  # fmt: skip
 

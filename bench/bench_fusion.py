@@ -66,9 +66,7 @@ FUSIONS: dict[str, Callable[[Lists], list[str]]] = {
     "vector alone": lambda lists: documents(lists["vector"]),
     "keyword alone": lambda lists: documents(lists["keyword"]),
     "chunk RRF (shipped)": chunk_rrf,
-    "document RRF": lambda lists: rrf(
-        documents(lists["vector"]), documents(lists["keyword"])
-    ),
+    "document RRF": lambda lists: rrf(documents(lists["vector"]), documents(lists["keyword"])),
     "document RRF, k=20": lambda lists: rrf(
         documents(lists["vector"]), documents(lists["keyword"]), k=20
     ),

@@ -220,6 +220,12 @@ class EdgeEngine:
                 shard.update(
                     edge.UpdateOperation.create_field_index(field, convert.PAYLOAD_SCHEMAS[schema])
                 )
+            # so a range's exclusion of booleans (edge_convert._range) reads an index
+            shard.update(
+                edge.UpdateOperation.create_field_index(
+                    convert.BOOL_KEYS, edge.PayloadSchemaType.Keyword
+                )
+            )
             shard.flush()
             self._open[index] = _OpenShard(shard)
             _write_atomically(directory / CONFIG_FILE, config.model_dump_json())
