@@ -12,6 +12,7 @@ import csv
 import json
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -20,6 +21,10 @@ from typing import Any
 
 from docingest.client import ClientError, DocingestClient
 from pipeline.keys import TERMINAL_STATUSES
+
+RETRY_STATUSES = (503, 507)
+"""Refusals that pass (the store busy, the staging area full): the upload is sent again."""
+RETRY_SECONDS = 2.0
 
 Qrels = dict[str, dict[str, int]]
 """Graded judgments: query id → {document id: relevance > 0}."""
@@ -132,32 +137,38 @@ def ingest_corpus(
         tempfile.TemporaryDirectory(prefix="docingest-eval-") as scratch,
         ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="upload") as pool,
     ):
-        uploads: dict[Future[str], str] = {}
+        uploads: dict[Future[str], dict[str, Any]] = {}
         queue = iter(records)
+        again: deque[dict[str, Any]] = deque()  # refused for now (503, 507): sent again
         exhausted = False
         next_poll = time.monotonic()
-        while not (exhausted and not uploads and not pending):
-            while not exhausted and len(uploads) < concurrency:
+        while not (exhausted and not again and not uploads and not pending):
+            while (again or not exhausted) and len(uploads) < concurrency:
                 if len(uploads) + len(pending) >= max_pending:
                     break
-                record = next(queue, None)
+                record = again.popleft() if again else next(queue, None)
                 if record is None:
                     exhausted = True
                     break
                 future = pool.submit(_upload, client, index, Path(scratch), record)
-                uploads[future] = str(record["_id"])
+                uploads[future] = record
             if uploads:
                 finished, _ = wait(list(uploads), timeout=0.2, return_when=FIRST_COMPLETED)
             else:
                 finished = set()
                 time.sleep(min(poll_seconds, 0.2))
             for future in finished:
-                document_id = uploads.pop(future)
+                record = uploads.pop(future)
+                document_id = str(record["_id"])
                 try:
                     pending[future.result()] = document_id
                 except ClientError as exc:
                     if exc.status is None:
                         raise  # the service is gone: stop instead of failing every file
+                    if exc.status in RETRY_STATUSES:
+                        again.append(record)
+                        time.sleep(RETRY_SECONDS)
+                        continue
                     report.failed[document_id] = f"{exc.code}: {exc.message}"
             if pending and time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + poll_seconds
