@@ -1,5 +1,5 @@
 """`docingest`: run the service (`serve`, `api`, `worker`), talk to it (`ingest`, `search`,
-`status`), preview how files will be cut before they are ingested (`inspect`), or move an
+`status`, `eval`), preview how files will be cut before they are ingested (`inspect`), or move an
 index between stores (`export`, `import`)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from docingest.commands import add_client_commands, connection_options
+from docingest.eval_command import add_eval_command
 from docingest.transfer import add_transfer_commands
 from pipeline.log import configure_logging
 from pipeline.settings import ChunkUnit, Settings, get_settings
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--unit", choices=[unit.value for unit in ChunkUnit])
     inspect.set_defaults(handler=_inspect)
     add_client_commands(commands)
+    add_eval_command(commands)
     add_transfer_commands(commands)
 
     serve = commands.add_parser(

@@ -199,15 +199,31 @@ class DocingestClient:
         top_k: int = 5,
         filter: dict[str, Any] | None = None,
         max_chunks_per_document: int | None = None,
+        rerank: bool | None = None,
     ) -> SearchResponse:
+        """Search `index`; `rerank` is sent only when given (None: the index's default)."""
         body: dict[str, Any] = {"query": query, "mode": mode, "top_k": top_k}
         if filter:
             body["filter"] = filter
         if max_chunks_per_document is not None:
             body["max_chunks_per_document"] = max_chunks_per_document
+        if rerank is not None:
+            body["rerank"] = rerank
         return cast(
             SearchResponse, self._request("POST", f"/v1/indexes/{_seg(index)}/search", json=body)
         )
+
+    def document_ids(self, index: str) -> set[str]:
+        """The ids of every document stored in `index`, following the listing's cursor."""
+        ids: set[str] = set()
+        params: dict[str, Any] = {}
+        while True:
+            page = self._request("GET", f"/v1/indexes/{_seg(index)}/documents", params=params)
+            ids.update(str(document["document_id"]) for document in page["documents"])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return ids
+            params = {"cursor": cursor, "limit": 1000}
 
     def indexes(self) -> list[IndexInfo]:
         answer = self._request("GET", "/v1/indexes")

@@ -21,6 +21,7 @@ from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
 from pipeline.settings import Settings
 from pipeline.store import StoredDocument
+from pipeline.store.schema import validate_metadata
 from pipeline.webhooks.urls import MAX_SECRET_CHARS, MIN_SECRET_CHARS, check_url
 
 router = APIRouter(prefix="/v1/indexes/{index}/documents", tags=["documents"])
@@ -154,7 +155,9 @@ async def upload_document(
             callback_secret=callback_secret,
         )
         if services.owns_store:  # so the index is listed at once; else the worker creates it
-            await run_in_threadpool(services.ensure_index, index)
+            config = await run_in_threadpool(services.ensure_index, index)
+            # Refused before a job exists; without the store here the worker checks instead.
+            validate_metadata(metadata, config.metadata_schema)
         job = await run_in_threadpool(services.jobs.create, spec)
     except BaseException:
         destination.unlink(missing_ok=True)

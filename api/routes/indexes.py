@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.deps import AuthorizedIndex, PrincipalDep, ServicesDep
 from pipeline.chunking import ChunkingSpec
@@ -12,6 +14,7 @@ from pipeline.errors import IndexNotFound
 from pipeline.jobs.usage import IndexUsage
 from pipeline.services import Services
 from pipeline.store import IndexConfig, IndexInfo
+from pipeline.store.schema import MetadataSchema, check_schema
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"])
 
@@ -24,6 +27,15 @@ class IndexCreate(BaseModel):
     embedding: EmbeddingConfig | None = None
     chunking: ChunkingSpec | None = None
     description: str | None = Field(default=None, max_length=1000)
+    metadata_schema: MetadataSchema | None = None
+    """Declared user metadata fields and their types (`pipeline.store.schema`)."""
+
+    @field_validator("metadata_schema", mode="before")
+    @classmethod
+    def _schema(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return check_schema(value)  # the field named in the message, not pydantic's
+        return value
 
 
 class IndexDetail(IndexInfo):
@@ -50,7 +62,8 @@ def create_index(
 ) -> IndexInfo:
     """Create `index` (201), or confirm it exists with the same settings (200); else 409, or
     422 for an embedding its provider cannot build (an unknown provider, a local model that
-    is not bundled, dimensions the model cannot produce)."""
+    is not bundled, dimensions the model cannot produce). A `metadata_schema` on an existing
+    index adds its new fields (200); changing a declared field's type is 409."""
     body = body or IndexCreate()
     defaults = services.default_index_config()
     embedding = services.resolve_embedding(body.embedding) if body.embedding else None
@@ -58,6 +71,7 @@ def create_index(
         embedding=embedding or defaults.embedding,
         chunking=body.chunking or defaults.chunking,
         description=body.description,
+        metadata_schema=body.metadata_schema or None,
     )
     info, created = services.store.create_index(index, config)
     response.status_code = 201 if created else 200

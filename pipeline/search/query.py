@@ -27,7 +27,7 @@ def search(
     target's embedder (through `query_cache` when given)."""
     started = time.perf_counter()
     index, embedder = target.index, target.embedder
-    search_filter = SearchFilter.parse(request.filter)
+    search_filter = SearchFilter.parse(request.filter, schema=target.metadata_schema)
     limit = candidate_limit(request.top_k)
     if request.mode == "keyword":
         terms = encode_query(request.query)

@@ -18,7 +18,9 @@ class SearchRequest(BaseModel):
     top_k: int = Field(default=5, ge=1, le=100)
     mode: SearchMode = "hybrid"
     filter: dict[str, Any] | None = None
-    """Equality per key (any-of for a list); `document_id` or user metadata keys."""
+    """Per field (`document_id`, `ingested_at` or a user metadata key): a value (equality), a
+    list (any-of) or an operator object, and `$and`/`$or`/`$not` groups
+    (`pipeline.store.filters`)."""
     max_chunks_per_document: int | None = Field(default=None, ge=1)
     score_threshold: float | None = Field(default=None, allow_inf_nan=False)
     """Least vector similarity in vector and hybrid mode (hybrid then drops chunks found by

@@ -8,12 +8,13 @@ one place, and the query is embedded only by the model the index's vectors were 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pipeline.embedders.base import Embedder, EmbeddingConfig, check_embedder_matches
 from pipeline.errors import IndexNotFound
 from pipeline.store import VectorStore
+from pipeline.store.schema import FieldType
 
 EmbedderFor = Callable[[EmbeddingConfig], Embedder]
 """Returns the embedder of an embedding config (`Services.embedder_for` caches them)."""
@@ -25,6 +26,8 @@ class SearchTarget:
 
     index: str
     embedder: Embedder
+    metadata_schema: Mapping[str, FieldType] | None = None
+    """The index's declared metadata fields, which filters are checked against."""
 
 
 def resolve_target(store: VectorStore, index: str, *, embedder_for: EmbedderFor) -> SearchTarget:
@@ -35,4 +38,4 @@ def resolve_target(store: VectorStore, index: str, *, embedder_for: EmbedderFor)
         raise IndexNotFound(f"Index '{index}' does not exist.")
     embedder = embedder_for(config.embedding)
     check_embedder_matches(index, config.embedding, embedder)
-    return SearchTarget(index=index, embedder=embedder)
+    return SearchTarget(index=index, embedder=embedder, metadata_schema=config.metadata_schema)

@@ -136,6 +136,11 @@ class ClientEngine:
                 for field, schema in CORE_INDEXES.items():
                     client.create_payload_index(collection, field, schema, wait=True)
 
+    def replace_config(self, index: str, config: IndexConfig) -> None:
+        metadata = {METADATA_KEY: {"index": index, "config": config.model_dump(mode="json")}}
+        with self._guard(index) as client:
+            client.update_collection(self._collection(index), metadata=metadata)
+
     def index_config(self, index: str) -> IndexConfig | None:
         with self._guard(index) as client:
             info = client.get_collection(self._collection(index))

@@ -220,6 +220,12 @@ class EdgeEngine:
                 shard.update(
                     edge.UpdateOperation.create_field_index(field, convert.PAYLOAD_SCHEMAS[schema])
                 )
+            # so a range's exclusion of booleans (edge_convert._range) reads an index
+            shard.update(
+                edge.UpdateOperation.create_field_index(
+                    convert.BOOL_KEYS, edge.PayloadSchemaType.Keyword
+                )
+            )
             shard.flush()
             self._open[index] = _OpenShard(shard)
             _write_atomically(directory / CONFIG_FILE, config.model_dump_json())
@@ -235,6 +241,13 @@ class EdgeEngine:
             optimizers=self.optimizer.policy.shard_optimizers(config.embedding.dimensions or 0),
             quantization_config=DENSE_QUANTIZATION,
         )
+
+    def replace_config(self, index: str, config: IndexConfig) -> None:
+        path = self._directory(index) / CONFIG_FILE
+        with self._lifecycle:
+            if not path.is_file():
+                raise IndexNotFound(f"Index '{index}' does not exist.")
+            _write_atomically(path, config.model_dump_json())
 
     def index_config(self, index: str) -> IndexConfig | None:
         path = self._directory(index) / CONFIG_FILE

@@ -55,6 +55,10 @@ class Engine(Protocol):
         """Create the index's vectors, core payload indexes and stored config."""
         ...
 
+    def replace_config(self, index: str, config: IndexConfig) -> None:
+        """Store `config` as the index's config (what may change: the metadata schema)."""
+        ...
+
     def index_config(self, index: str) -> IndexConfig | None:
         """Return the stored config; None when the collection exists but is not docingest's."""
         ...

@@ -15,6 +15,7 @@ from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import InvalidIndexName
 from pipeline.sparse import SparseTerms
+from pipeline.store.schema import FieldType
 
 DOCINGEST_NAMESPACE = uuid.UUID("7d4f3c1e-5b0a-5d2e-9c8f-2a6b1e0d4c3f")
 """Namespace of point ids; changing it would orphan every stored point."""
@@ -51,6 +52,8 @@ class IndexConfig(BaseModel):
     chunking: ChunkingSpec = Field(default_factory=ChunkingSpec)
     description: str | None = None
     created_at: str = Field(default_factory=_now_rfc3339)
+    metadata_schema: dict[str, FieldType] | None = None
+    """Declared user metadata fields (`pipeline.store.schema`); fields may be added later."""
 
     def conflicts_with(self, other: IndexConfig) -> bool:
         """Whether `other` asks for different vectors or chunks (description/time aside)."""
@@ -86,6 +89,7 @@ class IndexInfo(BaseModel):
     documents: int
     chunks: int
     created_at: str
+    metadata_schema: dict[str, FieldType] | None = None
 
 
 class StoredDocument(BaseModel):

@@ -4,13 +4,14 @@ server takes as they are and the Edge engine translates)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from qdrant_client import models
 
 from pipeline.sparse import SparseTerms
-from pipeline.store.filters import FilterValue, SearchFilter
+from pipeline.store.filter_qdrant import filter_conditions
+from pipeline.store.filters import SearchFilter
 from pipeline.store.models import (
     RESULT_PAYLOAD_KEYS,
     ChunkRecord,
@@ -18,15 +19,6 @@ from pipeline.store.models import (
     ScoredChunk,
     point_id,
 )
-
-
-def _condition(path: str, value: FilterValue) -> models.Condition:
-    if isinstance(value, tuple):
-        any_of = cast("list[str] | list[int]", list(value))
-        return models.FieldCondition(key=path, match=models.MatchAny(any=any_of))
-    if isinstance(value, float):  # MatchValue takes str, int and bool only
-        return models.FieldCondition(key=path, range=models.Range(gte=value, lte=value))
-    return models.FieldCondition(key=path, match=models.MatchValue(value=value))
 
 
 def equals(path: str, value: str | int | bool) -> models.FieldCondition:
@@ -39,7 +31,7 @@ def to_qdrant(
     """Return the Qdrant filter of `search_filter` plus the store's own `must` conditions."""
     conditions = list(must or [])
     if search_filter is not None:
-        conditions.extend(_condition(path, value) for path, value in search_filter.conditions)
+        conditions.extend(filter_conditions(search_filter))
     return models.Filter(must=conditions)
 
 
@@ -166,6 +158,7 @@ CORE_INDEXES = {
     "state": models.PayloadSchemaType.KEYWORD,
     "chunk_index": models.PayloadSchemaType.INTEGER,
     "text_hash": models.PayloadSchemaType.KEYWORD,
+    "ingested_at": models.PayloadSchemaType.DATETIME,
 }
 """Payload indexes of every index (qdrant-client's local mode ignores them)."""
 

@@ -38,6 +38,7 @@ from pipeline.store.models import (
     validate_index_name,
 )
 from pipeline.store.requests import (
+    CORE_INDEXES,
     DENSE,
     KEYWORD,
     Point,
@@ -50,6 +51,7 @@ from pipeline.store.requests import (
     point_of,
     scored_chunk,
 )
+from pipeline.store.schema import PAYLOAD_INDEX, FieldType, merge_schemas, validate_metadata
 
 __all__ = [
     "ChunkRecord", "DocumentFields", "IndexConfig", "IndexInfo", "ScoredChunk",
@@ -102,6 +104,7 @@ class VectorStore:
                 try:
                     self.engine.create_index(name, config)
                     self._indexed_keys.pop(name, None)
+                    self._index_declared_fields(name, config.metadata_schema or {})
                     return self._info(name, config), True
                 except Exception as exc:  # lost a race with another process, or a failure
                     existing = self.index_config(name)
@@ -115,7 +118,25 @@ class VectorStore:
                         raise
             if existing.conflicts_with(config):
                 raise IndexConflict(existing.conflict_message(name, config))
+            schema = merge_schemas(name, existing.metadata_schema, config.metadata_schema)
+            if schema != existing.metadata_schema:
+                had = existing.metadata_schema or {}
+                added = {k: v for k, v in (schema or {}).items() if k not in had}
+                existing = existing.model_copy(update={"metadata_schema": schema})
+                self.engine.replace_config(name, existing)
+                self._index_declared_fields(name, added)
             return self._info(name, existing), False
+
+    def _index_declared_fields(self, index: str, schema: Mapping[str, FieldType]) -> None:
+        """Give each declared field the payload index of its type (where the engine keeps
+        payload indexes; one inferred from an earlier value is replaced)."""
+        known = self.engine.payload_indexes(index)
+        if known is None:
+            return
+        for key, kind in schema.items():
+            if (schema_type := PAYLOAD_INDEX[kind]) is not None:
+                self.engine.create_payload_index(index, metadata_path(key), schema_type)
+        self._indexed_keys.pop(index, None)
 
     def index_config(self, name: str) -> IndexConfig | None:
         """Return the settings stored with index `name`, or None if there is no such index."""
@@ -156,6 +177,7 @@ class VectorStore:
             documents=len(documents),
             chunks=sum(document.chunks for document in documents),
             created_at=config.created_at,
+            metadata_schema=config.metadata_schema,
         )
 
     # --- points -------------------------------------------------------------------------
@@ -173,23 +195,36 @@ class VectorStore:
                 raise ValueError(
                     f"vector of shape {record.dense.shape} for an index of {dimensions} dimensions"
                 )
-        self._index_metadata_keys(index, records)
+        declared = config.metadata_schema or {}
+        for metadata in {id(r.document.metadata): r.document.metadata for r in records}.values():
+            validate_metadata(metadata, declared)  # the API checked; a split API may not have
+        self._index_metadata_keys(index, records, declared)
         for start in range(0, len(records), WRITE_BATCH):
             points = [point_of(index, record) for record in records[start : start + WRITE_BATCH]]
             self.engine.upsert(index, points)
             metrics.POINTS_UPSERTED.inc(len(points))
 
-    def _index_metadata_keys(self, index: str, records: Sequence[ChunkRecord]) -> None:
-        """Give each user metadata key a payload index the first time it is written."""
+    def _index_metadata_keys(
+        self, index: str, records: Sequence[ChunkRecord], declared: Mapping[str, FieldType]
+    ) -> None:
+        """Give each undeclared user metadata key a payload index the first time it is
+        written (declared ones got theirs with the schema), and an index made before a core
+        index existed that one."""
         if index not in self._indexed_keys:
-            self._indexed_keys[index] = self.engine.payload_indexes(index)
+            known = self._indexed_keys[index] = self.engine.payload_indexes(index)
+            for path, core_type in CORE_INDEXES.items():
+                if known is not None and path not in known:
+                    self.engine.create_payload_index(index, path, core_type)
+                    known.add(path)
         known = self._indexed_keys[index]
         if known is None:  # the engine keeps no payload indexes
             return
         for record in records:
             for key, value in record.document.metadata.items():
                 path = metadata_path(key)
-                if path in known or (schema_type := metadata_index_schema(value)) is None:
+                if key in declared or path in known:
+                    continue
+                if (schema_type := metadata_index_schema(value)) is None:
                     continue
                 self.engine.create_payload_index(index, path, schema_type)
                 known.add(path)

@@ -86,6 +86,18 @@ def nested(depth: int) -> str:
     return "[" * depth + "1" + "]" * depth
 
 
+def body(selector: object) -> str:
+    """A search body with `selector` as its filter."""
+    return json.dumps({"query": "x", "filter": selector})
+
+
+def nested_groups(group: str, depth: int) -> dict[str, object]:
+    node: dict[str, object] = {"n": 1}
+    for _ in range(depth):
+        node = {group: node}
+    return node
+
+
 @dataclass(frozen=True)
 class BadFilter:
     name: str
@@ -110,23 +122,89 @@ BAD_FILTERS = [
         400, "invalid_filter", "outside the 64-bit integer range",
     ),
     BadFilter(
-        "filter-value-an-object", json.dumps({"query": "x", "filter": {"n": {"$gt": 1}}}),
-        400, "invalid_filter", "must be a string, number, boolean or list",
+        "filter-unknown-operator", body({"n": {"$gt": 1}}),
+        400, "invalid_filter", "unknown operator '$gt'",
+    ),
+    BadFilter(
+        "filter-value-null", body({"n": None}),
+        400, "invalid_filter", "not null",
     ),
     BadFilter(
         "filter-value-NaN", '{"query": "x", "filter": {"n": NaN}}',
         400, "invalid_filter", "finite number",
     ),
     BadFilter(
-        "filter-key-with-a-space", json.dumps({"query": "x", "filter": {"bad key": 1}}),
+        "filter-key-with-a-space", body({"bad key": 1}),
         400, "invalid_filter", "is invalid",
     ),
     BadFilter(
-        "filter-of-40-keys", json.dumps({"query": "x", "filter": {f"k{i}": i for i in range(40)}}),
-        400, "invalid_filter", "at most 32 keys",
+        "filter-of-70-keys", body({f"k{i}": i for i in range(70)}),
+        400, "invalid_filter", "at most 64 conditions",
     ),
     BadFilter(
-        "filter-a-list", json.dumps({"query": "x", "filter": ["dept", "legal"]}),
+        "filter-not-nested-5-deep",
+        body(nested_groups("$not", 5)),
+        400, "invalid_filter", "4 deep",
+    ),
+    BadFilter(
+        "filter-or-of-65", body({"$or": [{"n": i} for i in range(65)]}),
+        400, "invalid_filter", "1 to 64 filter objects",
+    ),
+    BadFilter(
+        "filter-in-of-1001", body({"n": {"in": list(range(1001))}}),
+        400, "invalid_filter", "1 to 1000 values",
+    ),
+    BadFilter(
+        "filter-5-in-lists-of-1000",
+        body({"$or": [{"n": {"in": list(range(1000))}}] * 5}),
+        400, "invalid_filter", "at most 4000 values",
+    ),
+    BadFilter(
+        "filter-in-of-mixed-types", body({"n": {"in": [1, "a"]}}),
+        400, "invalid_filter", "of one type",
+    ),
+    BadFilter(
+        "filter-range-bound-1e400", '{"query": "x", "filter": {"n": {"gte": 1' + "0" * 400 + "}}}",
+        400, "invalid_filter", "too large",
+    ),
+    BadFilter(
+        "filter-range-of-mixed-bounds", body({"n": {"gte": 1, "lt": "2026-01-01"}}),
+        400, "invalid_filter", "all numbers or all RFC 3339",
+    ),
+    BadFilter(
+        "filter-bad-datetime", body({"ingested_at": {"gte": "2026-02-30"}}),
+        400, "invalid_filter", "'ingested_at'",
+    ),
+    BadFilter(
+        "filter-datetime-a-number", body({"ingested_at": {"gte": 1767225600}}),
+        400, "invalid_filter", "RFC 3339",
+    ),
+    BadFilter(
+        "filter-range-on-document-id", body({"document_id": {"gt": "a"}}),
+        400, "invalid_filter", "'document_id'",
+    ),
+    BadFilter(
+        "filter-not-of-nothing", body({"$not": {}}),
+        400, "invalid_filter", '"$not" takes one non-empty filter object',
+    ),
+    BadFilter(
+        "filter-or-empty", body({"$or": []}),
+        400, "invalid_filter", "$or",
+    ),
+    BadFilter(
+        "filter-unknown-group", body({"$where": "1 == 1"}),
+        400, "invalid_filter", "Unknown filter group",
+    ),
+    BadFilter(
+        "filter-empty-operator-object", body({"n": {}}),
+        400, "invalid_filter", "operator object is empty",
+    ),
+    BadFilter(
+        "filter-exists-a-string", body({"n": {"exists": "yes"}}),
+        400, "invalid_filter", "true or false",
+    ),
+    BadFilter(
+        "filter-a-list", body(["dept", "legal"]),
         422, "validation_error", "filter",
     ),
     BadFilter(
@@ -155,6 +233,59 @@ def test_int64_bounds_themselves_are_accepted(deployment: Deployment) -> None:
         body = {"query": "x", "filter": {"n": value}}
         response = deployment.api.http.post(f"/v1/indexes/{INDEX}/search", json=body)
         assert response.status_code == 200 and response.json()["results"] == [], response.text
+
+
+def test_a_declared_field_refuses_values_of_another_type(deployment: Deployment) -> None:
+    """Issue 28: a typed index refuses a filter value, an upload's metadata or a schema change
+    that breaks its metadata_schema, each naming the field, and no job is made."""
+    http = deployment.api.http
+    schema = {"year": "integer", "published": "datetime", "tags": "keyword[]"}
+    created = http.put("/v1/indexes/typed", json={"metadata_schema": schema})
+    assert created.status_code == 201, created.text
+    assert http.get("/v1/indexes/typed").json()["metadata_schema"] == schema
+    filters: list[tuple[str, dict[str, object]]] = [
+        ("typed-filter-string-for-integer", {"year": "2024"}),
+        ("typed-filter-range-of-strings-on-integer", {"year": {"gte": "2020"}}),
+        ("typed-filter-number-for-datetime", {"published": {"lt": 2024}}),
+        ("typed-filter-range-on-keyword-list", {"tags": {"gte": 1}}),
+    ]
+    for case, value in filters:
+        field = next(iter(value))
+        response = measured(
+            deployment,
+            case,
+            lambda value=value: http.post(  # type: ignore[misc]
+                "/v1/indexes/typed/search", json={"query": "x", "filter": value}
+            ),
+        )
+        assert f"'{field}'" in assert_error(response, 400, "invalid_filter")
+    jobs_before = http.get("/v1/jobs", params={"index": "typed"}).json()
+    uploads: list[tuple[str, dict[str, object]]] = [
+        ("typed-upload-string-for-integer", {"year": "2024"}),
+        ("typed-upload-bad-datetime", {"published": "last tuesday"}),
+        ("typed-upload-number-in-keyword-list", {"tags": ["a", 1]}),
+    ]
+    for case, metadata in uploads:
+        response = measured(
+            deployment,
+            case,
+            lambda metadata=metadata: http.post(  # type: ignore[misc]
+                "/v1/indexes/typed/documents",
+                files={"file": ("a.txt", b"some words here", "text/plain")},
+                data={"metadata": json.dumps(metadata)},
+            ),
+        )
+        assert f"'{next(iter(metadata))}'" in assert_error(response, 400, "invalid_metadata")
+    assert http.get("/v1/jobs", params={"index": "typed"}).json() == jobs_before
+    changed = http.put("/v1/indexes/typed", json={"metadata_schema": {"year": "float"}})
+    assert "'year'" in assert_error(changed, 409, "index_conflict")
+    for bad in ({"year": "int"}, {"bad key": "keyword"}, {"filename": "keyword"}):
+        refused = http.put("/v1/indexes/typed", json={"metadata_schema": bad})
+        assert_error(refused, 422, "validation_error")
+    added = http.put("/v1/indexes/typed", json={"metadata_schema": {"team": "keyword"}})
+    assert added.status_code == 200, added.text
+    assert added.json()["metadata_schema"] == {**schema, "team": "keyword"}
+    assert_still_serving(deployment)
 
 
 # --- item 2 and 8: index settings that can never work -------------------------------------------

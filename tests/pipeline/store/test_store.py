@@ -412,7 +412,7 @@ def test_filters_select_by_metadata_and_document(store: VectorStore) -> None:
         {"year": [2024, 123456789012345678901234567890]},
         {"bad key": "x"},
         {"": "x"},
-        {f"k{i}": i for i in range(40)},
+        {f"k{i}": i for i in range(70)},
         ["dept", "legal"],
     ],
 )
