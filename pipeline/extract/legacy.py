@@ -19,6 +19,8 @@ from __future__ import annotations
 import resource
 import struct
 
+import numpy as np
+
 from pipeline.detect.ole2 import open_ole2, read_stream
 from pipeline.document import DocumentFormat, ExtractedDocument, PageReporter
 from pipeline.errors import CorruptDocument, EncryptedDocument
@@ -30,6 +32,9 @@ from pipeline.extract.zip_container import ZipLimits
 WORD_FILTER = "MS Word 2007 XML"
 IMPRESS_FILTER = "Impress MS PowerPoint 2007 XML"
 _FIB_FLAGS = 0x0A
+_FIB_CCP_TEXT = 0x4C  # FibRgLw97.ccpText: the main document's length in characters
+MAX_RTF_DEPTH = 2_000
+"""Deepest group nesting accepted in an RTF file (real ones nest a few dozen levels)."""
 _F_ENCRYPTED, _F_OBFUSCATED = 0x0100, 0x8000
 _PPT_ENCRYPTED_TOKEN = 0xF3D1C4DF  # CurrentUserAtom.headerToken of an encrypted deck
 _ENCRYPTED = (
@@ -56,7 +61,9 @@ def extract_doc(
 def extract_rtf(
     data: bytes, *, limits: ZipLimits, cpu_seconds: float, memory_bytes: int
 ) -> ExtractedDocument:
-    """An RTF document, through DOCX."""
+    """An RTF document, through DOCX; one nested deeper than `MAX_RTF_DEPTH` groups is
+    `corrupt_document` before LibreOffice sees it."""
+    _refuse_deep_rtf(data)
     converted = _convert(data, ".rtf", WORD_FILTER, ".docx", cpu_seconds, memory_bytes)
     document = extract_docx(
         converted,
@@ -107,6 +114,13 @@ def _refuse_encrypted_doc(data: bytes) -> None:
     (flags,) = struct.unpack_from("<H", stream, _FIB_FLAGS)
     if flags & (_F_ENCRYPTED | _F_OBFUSCATED):
         raise EncryptedDocument(_ENCRYPTED.format(kind="Word document", app="Word"))
+    if len(stream) >= _FIB_CCP_TEXT + 4:
+        (characters,) = struct.unpack_from("<I", stream, _FIB_CCP_TEXT)
+        if characters > len(stream):  # each character is one or two bytes of this stream
+            raise CorruptDocument(
+                f"The Word document declares {characters:,} characters of text, more than "
+                f"its {len(stream):,}-byte text stream can hold: it is damaged."
+            )
 
 
 def _refuse_encrypted_ppt(data: bytes) -> None:
@@ -116,3 +130,25 @@ def _refuse_encrypted_ppt(data: bytes) -> None:
     token = struct.unpack_from("<I", current, 12)[0] if len(current) >= 16 else 0
     if summary or token == _PPT_ENCRYPTED_TOKEN:
         raise EncryptedDocument(_ENCRYPTED.format(kind="PowerPoint deck", app="PowerPoint"))
+
+
+def _refuse_deep_rtf(data: bytes) -> None:
+    """Measure how deeply `data`'s `{` groups nest, with numpy over the bytes (a Python loop
+    over a 100 MB file takes seconds); an escaped brace (`\\{`, `\\}`: after one backslash,
+    not after an escaped one) is not a group. Longer runs of backslashes are not worked out:
+    they move the count by one at most, against a limit of thousands."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    opens, closes = raw == ord("{"), raw == ord("}")
+    escaped = np.zeros(len(raw), dtype=bool)
+    backslash = raw == ord("\\")
+    # a brace right after a backslash that is not itself escaped (`\\\\{` opens a group)
+    escaped[1:] = backslash[:-1]
+    escaped[2:] &= ~backslash[:-2]
+    steps = opens.astype(np.int32) - closes.astype(np.int32)
+    steps[escaped & (opens | closes)] = 0
+    depth = int(np.cumsum(steps, dtype=np.int64).max(initial=0))
+    if depth > MAX_RTF_DEPTH:
+        raise CorruptDocument(
+            f"The RTF document nests {depth:,} groups deep (more than {MAX_RTF_DEPTH:,}); "
+            "it is damaged or hostile."
+        )

@@ -1,8 +1,8 @@
 """One warm LibreOffice per parsing server, converting legacy files to OOXML under limits.
 
 LibreOffice reads `.doc`, `.ppt` and `.rtf` faithfully (headings, lists, tables) and writes
-DOCX or PPTX, which the existing extractors then read; a cold start costs seconds per file,
-a warm instance well under one (BENCHMARKS.md, "Legacy formats"). So each fork server
+DOCX or PPTX, which the existing extractors then read; a cold start costs several times a
+warm instance's conversion (BENCHMARKS.md, "Legacy formats"). So each fork server
 (`pipeline.isolation.child`, one per job slot) keeps one instance: it starts it when a file
 that starts like a legacy Office or RTF file comes (`warm_for`, a peek at 8 bytes, before the
 parsing child is forked), and the parsing child inherits its pipe name and converts through
