@@ -114,7 +114,7 @@ def _directory(entries: list[_Entry]) -> bytes:
         kids = sorted(entry.children, key=lambda k: (len(entries[k].name), entries[k].name.upper()))
         if not kids:
             continue
-        pending = [(kids, None, "")]
+        pending: list[tuple[list[int], int | None, str]] = [(kids, None, "")]
         while pending:
             span, parent, side = pending.pop()
             if not span:
