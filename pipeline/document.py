@@ -22,6 +22,14 @@ class DocumentFormat(StrEnum):
     ODT = "odt"
     EML = "eml"
     IMAGE = "image"
+    DOC = "doc"
+    XLS = "xls"
+    PPT = "ppt"
+    RTF = "rtf"
+    MSG = "msg"
+    ODS = "ods"
+    ODP = "odp"
+    MBOX = "mbox"
 
 
 class BlockKind(StrEnum):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import mmap
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,8 +46,24 @@ _WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]|[^\W
 _LANGUAGE_SAMPLE_CHARS = 5000
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+_HASH_STEP = 64 * 1024 * 1024
+
+
+def sha256_hex(data: bytes | mmap.mmap) -> str:
+    """The SHA-256 of `data`; a memory-mapped upload is hashed a window at a time, each
+    window's pages released after (it stays on disk, not in this process's memory)."""
+    if not isinstance(data, mmap.mmap):
+        return hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256()
+    view = memoryview(data)
+    try:
+        for start in range(0, len(data), _HASH_STEP):
+            digest.update(view[start : start + _HASH_STEP])
+            end = min(len(data), start + _HASH_STEP)
+            data.madvise(mmap.MADV_DONTNEED, start, (end - start) // mmap.PAGESIZE * mmap.PAGESIZE)
+    finally:
+        view.release()
+    return digest.hexdigest()
 
 
 def count_words(text: str) -> int:
@@ -84,7 +101,7 @@ def now_iso() -> str:
     return _iso(datetime.now(UTC)) or ""
 
 
-def file_metadata(data: bytes, *, filename: str, format: str) -> dict[str, Any]:
+def file_metadata(data: bytes | mmap.mmap, *, filename: str, format: str) -> dict[str, Any]:
     """The automatic metadata known before extraction: the file's name, format, size, hash
     and the time of ingestion."""
     return {

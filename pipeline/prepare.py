@@ -14,6 +14,7 @@ One vocabulary for a document being prepared:
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,14 @@ from typing import Any
 from pipeline.chunking import Chunk, ChunkingSpec, iter_chunks
 from pipeline.chunking.tokens import length_function_for
 from pipeline.detect import detect, extension_note
-from pipeline.document import Block, Detection, ExtractedDocument, PageReporter, join_blocks
+from pipeline.document import (
+    Block,
+    Detection,
+    DocumentFormat,
+    ExtractedDocument,
+    PageReporter,
+    join_blocks,
+)
 from pipeline.errors import Cancelled, CorruptDocument, DocumentTooLarge
 from pipeline.extract import extract_stream
 from pipeline.extract.ocr import OcrPageHook, OcrRecord
@@ -177,7 +185,7 @@ class Preparer:
 
     def __init__(
         self,
-        data: bytes,
+        data: bytes | mmap.mmap,
         detection: Detection,
         *,
         filename: str,
@@ -212,7 +220,7 @@ class Preparer:
     @classmethod
     def start(
         cls,
-        data: bytes,
+        data: bytes | mmap.mmap,
         *,
         filename: str,
         settings: Settings,
@@ -229,6 +237,8 @@ class Preparer:
         stage = on_stage or _ignore
         stage(JobStage.DETECTING)
         detection = detect(data, filename=filename, content_type=content_type)
+        if isinstance(data, mmap.mmap) and detection.format is not DocumentFormat.MBOX:
+            data = bytes(data)  # only an mbox archive is read from the map (`iter_mbox`)
         return cls(
             data,
             detection,

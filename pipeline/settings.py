@@ -139,6 +139,10 @@ class Settings(BaseSettings):
     """How deep e-mail attachments are extracted: 1 reads a message's own attachments, 2
     also those of a message attached to it, and so on; deeper ones are listed by name."""
 
+    max_mbox_messages: int = Field(default=100_000, gt=0)
+    """Most messages an mbox archive may hold; past it the upload fails with
+    `document_too_large` as soon as the archive is read that far (split the archive)."""
+
     extraction_memory_bytes: int = Field(default=3 * 1024**3, gt=256 * 1024**2)
     """Address-space limit of the child process that parses one upload (bomb guard)."""
 

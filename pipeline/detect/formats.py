@@ -15,12 +15,13 @@ decodes with the document's own `<meta charset>` as a hint, which a BOM must ove
 
 from __future__ import annotations
 
+import mmap
 import re
 from pathlib import PurePath
 
 from pipeline.detect.package import SUPPORTED as _SUPPORTED
-from pipeline.detect.package import detect_zip, reject_ole2
-from pipeline.detect.sniff import csv_dialect, looks_like_email
+from pipeline.detect.package import detect_ole2, detect_zip
+from pipeline.detect.sniff import csv_dialect, is_mbox, looks_like_email, starts_with_separator
 from pipeline.detect.textcodec import control_ratio, decode_text
 from pipeline.document import Detection, DocumentFormat
 from pipeline.errors import EmptyDocument, UnsupportedFormat
@@ -59,7 +60,6 @@ _MAGIC: tuple[tuple[int, bytes, str], ...] = (
     (0, b"wOFF", "a web font (WOFF)"),
     (0, b"wOF2", "a web font (WOFF2)"),
     (0, b"%!PS", "a PostScript file"),
-    (0, b"{\\rtf", "an RTF document"),
 )
 _RIFF = {b"WAVE": "a WAV audio file", b"AVI ": "an AVI video"}
 _BZIP2 = re.compile(rb"\ABZh[1-9]1AY&SY")
@@ -81,6 +81,8 @@ _EXTENSIONS = {
     ".tsv": DocumentFormat.CSV,
     ".tab": DocumentFormat.CSV,
     ".eml": DocumentFormat.EML,
+    ".mbox": DocumentFormat.MBOX,
+    ".mbx": DocumentFormat.MBOX,
 }
 _CONTENT_TYPES = {
     "text/markdown": DocumentFormat.MARKDOWN,
@@ -91,6 +93,7 @@ _CONTENT_TYPES = {
     "text/csv": DocumentFormat.CSV,
     "text/tab-separated-values": DocumentFormat.CSV,
     "message/rfc822": DocumentFormat.EML,
+    "application/mbox": DocumentFormat.MBOX,
 }
 # Records agreeing in width before text is taken for CSV: fewer when the name says CSV.
 _CSV_ROWS_HINTED = 1
@@ -98,6 +101,7 @@ _CSV_ROWS_UNHINTED = 3
 
 # --- evidence in decoded text --------------------------------------------------------------
 _SAMPLE_CHARS = 262_144  # structure is judged on the first 256 Ki characters
+_MAPPED_HEAD_BYTES = 4 * 1024 * 1024  # what a mapped upload is detected from
 _HTML_PROLOGUE = re.compile(r"\s*(?:<\?xml[^>]*>|<!--.*?-->|<!doctype\b[^>]*>)", re.I | re.S)
 _HTML_ROOT = re.compile(r"\s*<(?:html|head|body)[\s>/]", re.I)
 _SVG_DOCTYPE = re.compile(r"\s*<!doctype\s+svg\b", re.I)
@@ -140,13 +144,21 @@ _HTML_DENSITY = 0.25  # share of non-space characters inside HTML tags for a fra
 
 
 def detect(
-    data: bytes, *, filename: str | None = None, content_type: str | None = None
+    data: bytes | mmap.mmap, *, filename: str | None = None, content_type: str | None = None
 ) -> Detection:
     """Return the format of `data` (and the encoding of text), or raise why it cannot be used.
 
     Raises `EmptyDocument`, `EncryptedDocument` (password-protected Office files) and
-    `UnsupportedFormat` naming what the file is when it can tell.
+    `UnsupportedFormat` naming what the file is when it can tell. `data` is a memory map
+    only for a large file that starts like an mbox archive (`pipeline.isolation.child`):
+    its head decides, and only an mbox is read from the map (its caller copies the rest).
     """
+    if isinstance(data, mmap.mmap):
+        head = data[:_MAPPED_HEAD_BYTES]
+        detection = detect(head, filename=filename, content_type=content_type)
+        if detection.format is DocumentFormat.EML and is_mbox(data):
+            return Detection(DocumentFormat.MBOX, detection.encoding)
+        return detection
     if _BLANK.match(data):
         size = "0 bytes" if not data else "only whitespace"
         raise EmptyDocument(f"The file is empty ({size}); upload a document that has content.")
@@ -155,7 +167,9 @@ def detect(
     if data.startswith(_ZIP_MAGICS):
         return detect_zip(data, suffix=PurePath(filename or "").suffix.lower())
     if data.startswith(_OLE2):
-        reject_ole2(data)
+        return detect_ole2(data)
+    if data.startswith(b"{\\rtf"):
+        return Detection(DocumentFormat.RTF)
     if data.startswith(_IMAGE_MAGICS) or (data.startswith(b"RIFF") and data[8:12] == b"WEBP"):
         return Detection(DocumentFormat.IMAGE)
     if (kind := _binary_kind(data)) is not None:
@@ -176,6 +190,13 @@ _NAMED_FORMATS = {
     ".xlsx": DocumentFormat.XLSX,
     ".epub": DocumentFormat.EPUB,
     ".odt": DocumentFormat.ODT,
+    ".ods": DocumentFormat.ODS,
+    ".odp": DocumentFormat.ODP,
+    ".doc": DocumentFormat.DOC,
+    ".xls": DocumentFormat.XLS,
+    ".ppt": DocumentFormat.PPT,
+    ".rtf": DocumentFormat.RTF,
+    ".msg": DocumentFormat.MSG,
     **dict.fromkeys((".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"), DocumentFormat.IMAGE),
 }
 """The format each extension promises, for telling the user when the bytes say otherwise."""
@@ -209,6 +230,14 @@ _KINDS = {
     DocumentFormat.ODT: "an OpenDocument text",
     DocumentFormat.EML: "an e-mail",
     DocumentFormat.IMAGE: "an image",
+    DocumentFormat.DOC: "a legacy Word document",
+    DocumentFormat.XLS: "a legacy Excel workbook",
+    DocumentFormat.PPT: "a legacy PowerPoint deck",
+    DocumentFormat.RTF: "an RTF document",
+    DocumentFormat.MSG: "an Outlook message",
+    DocumentFormat.ODS: "an OpenDocument spreadsheet",
+    DocumentFormat.ODP: "an OpenDocument presentation",
+    DocumentFormat.MBOX: "an mbox mail archive",
 }
 
 
@@ -247,7 +276,7 @@ def _detect_text(data: bytes, hint: DocumentFormat | None) -> Detection:
         raise EmptyDocument("The file holds only whitespace; upload a document that has content.")
     sample = text[:_SAMPLE_CHARS]
     if looks_like_email(sample):
-        return Detection(DocumentFormat.EML, decoded.encoding)
+        return Detection(_mail_format(data, sample, hint), decoded.encoding)
     if _starts_as_svg(sample):
         raise UnsupportedFormat(
             "This file is an SVG image: its text is drawing markup, which is not indexed "
@@ -267,6 +296,16 @@ def _detect_text(data: bytes, hint: DocumentFormat | None) -> Detection:
     if hint is None and score >= _LIKELY_MARKDOWN and strong > 0:
         return Detection(DocumentFormat.MARKDOWN, decoded.encoding)
     return Detection(DocumentFormat.TXT, decoded.encoding)
+
+
+def _mail_format(data: bytes, sample: str, hint: DocumentFormat | None) -> DocumentFormat:
+    """An mbox archive when the file opens with a `From ` separator and holds a second
+    message (or is named .mbox); otherwise one e-mail, separator line or not."""
+    if not starts_with_separator(sample) or hint is DocumentFormat.EML:
+        return DocumentFormat.EML
+    if hint is DocumentFormat.MBOX or is_mbox(data):
+        return DocumentFormat.MBOX
+    return DocumentFormat.EML
 
 
 def _is_csv(sample: str, hint: DocumentFormat | None) -> bool:

@@ -3,8 +3,8 @@
 A ZIP is named by what it lists, never by inflating anything: OOXML by its main part
 (`word/document.xml`, `xl/workbook.xml`, `ppt/presentation.xml`), OpenDocument and EPUB by
 their stored `mimetype` entry (or, failing that, `META-INF/container.xml` for EPUB and
-`content.xml` for ODT). An OLE2 file is an encrypted OOXML package (Office wraps every
-password-protected DOCX, XLSX and PPTX in one) or a legacy binary Office file.
+`content.xml` for ODT, ODS and ODP by the name's suffix). An OLE2 file is named by the
+streams at its root (`detect_ole2`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pipeline.document import Detection, DocumentFormat
 from pipeline.errors import EncryptedDocument, UnsupportedFormat
 
 SUPPORTED = (
-    "upload a PDF, DOCX, PPTX, XLSX, ODT, EPUB, HTML, Markdown, CSV, e-mail (.eml) or "
+    "upload a PDF, Word (DOCX, DOC), PowerPoint (PPTX, PPT), Excel (XLSX, XLS), RTF, "
+    "OpenDocument (ODT, ODS, ODP), EPUB, HTML, Markdown, CSV, e-mail (.eml, .msg, mbox) or "
     "plain-text file instead"
 )
 
@@ -34,6 +35,11 @@ _TRUNCATED_PREFIXES = (
     ("ppt/", DocumentFormat.PPTX),
 )
 _ODT_MIMETYPE = "application/vnd.oasis.opendocument.text"
+_OPENDOCUMENT = {
+    _ODT_MIMETYPE: DocumentFormat.ODT,
+    "application/vnd.oasis.opendocument.spreadsheet": DocumentFormat.ODS,
+    "application/vnd.oasis.opendocument.presentation": DocumentFormat.ODP,
+}
 _EPUB_MIMETYPE = "application/epub+zip"
 
 
@@ -51,8 +57,11 @@ def detect_zip(data: bytes, *, suffix: str = "") -> Detection:
         return Detection((by_suffix or found)[0])
     if mimetype == _EPUB_MIMETYPE or (not mimetype and "META-INF/container.xml" in names):
         return Detection(DocumentFormat.EPUB)
-    if mimetype == _ODT_MIMETYPE or (not mimetype and suffix == ".odt" and "content.xml" in names):
-        return Detection(DocumentFormat.ODT)
+    if mimetype in _OPENDOCUMENT:
+        return Detection(_OPENDOCUMENT[mimetype])
+    by_suffix_od = {f".{fmt}": fmt for fmt in _OPENDOCUMENT.values()}
+    if not mimetype and suffix in by_suffix_od and "content.xml" in names:
+        return Detection(by_suffix_od[suffix])
     kind = _zip_kind(names, mimetype)
     raise UnsupportedFormat(f"This file is {kind}, which is not supported; {SUPPORTED}.")
 
@@ -71,8 +80,9 @@ def _truncated(data: bytes, exc: Exception) -> Detection:
         stored = data[30 + len(first) : 30 + len(first) + 64]
         if stored.startswith(_EPUB_MIMETYPE.encode()):
             return Detection(DocumentFormat.EPUB)
-        if stored.startswith(_ODT_MIMETYPE.encode()):
-            return Detection(DocumentFormat.ODT)
+        for name, fmt in _OPENDOCUMENT.items():
+            if stored.startswith(name.encode()) and stored[len(name) : len(name) + 1] != b"-":
+                return Detection(fmt)
     raise UnsupportedFormat(
         f"This file is a damaged ZIP archive whose contents cannot be listed; {SUPPORTED}."
     ) from exc
@@ -114,25 +124,43 @@ def _zip_kind(names: set[str], mimetype: str) -> str:
     return "a ZIP archive"
 
 
-def _ole2_has(data: bytes, stream: str) -> bool:
-    return stream.encode("utf-16-le") in data
+# Streams at an OLE2 file's root that name the application, checked in this order: an
+# Outlook message may hold attached Word or Excel files (in storages further down), so only
+# the root counts.
+_OLE2_ROOTS = (
+    ("WordDocument", DocumentFormat.DOC),
+    ("Workbook", DocumentFormat.XLS),
+    ("Book", DocumentFormat.XLS),
+    ("PowerPoint Document", DocumentFormat.PPT),
+    ("__properties_version1.0", DocumentFormat.MSG),
+)
+_OLE2_OTHERS = (
+    ("VisioDocument", "a Visio drawing (vsd)"),
+    ("Quill", "a Publisher document (pub)"),
+    ("MatOST", "a Project file (mpp)"),
+)
 
 
-def reject_ole2(data: bytes) -> None:
-    """Raise for an OLE2 compound file: an encrypted OOXML package or a legacy Office file."""
-    if _ole2_has(data, "EncryptedPackage") or _ole2_has(data, "EncryptionInfo"):
+def detect_ole2(data: bytes) -> Detection:
+    """The legacy Office file or Outlook message an OLE2 compound file holds, by the names at
+    its root; raise for an encrypted OOXML package (Office wraps every password-protected
+    DOCX, XLSX and PPTX in one), a damaged compound file, or another application's file."""
+    from pipeline.detect.ole2 import open_ole2  # olefile: only loaded for OLE2 files
+
+    with open_ole2(data, label="OLE2 compound file") as ole:
+        names = {entry.name for entry in ole.root.kids}
+    if {"EncryptedPackage", "EncryptionInfo"} & names:
         raise EncryptedDocument(
             "This is a password-protected Office document (an encrypted package); "
             "remove the password, save it again (DOCX, XLSX or PPTX) and upload that."
         )
-    if _ole2_has(data, "WordDocument"):
-        kind, fix = "a legacy Word .doc file", "save it as DOCX"
-    elif _ole2_has(data, "Workbook") or _ole2_has(data, "Book"):
-        kind, fix = "a legacy Excel .xls workbook", "save it as XLSX"
-    elif _ole2_has(data, "PowerPoint Document"):
-        kind, fix = "a legacy PowerPoint .ppt presentation", "save it as PPTX"
-    elif _ole2_has(data, "__substg1.0_"):
-        kind, fix = "an Outlook .msg message", "save it as .eml"
-    else:
-        kind, fix = "a legacy Microsoft Office (OLE2) file", "save it as DOCX or PDF"
-    raise UnsupportedFormat(f"This file is {kind}, which is not supported; {fix} and upload that.")
+    for name, fmt in _OLE2_ROOTS:
+        if name in names:
+            return Detection(fmt)
+    if any(name.startswith("__substg1.0_") for name in names):
+        return Detection(DocumentFormat.MSG)
+    kind = next(
+        (kind for stream, kind in _OLE2_OTHERS if stream in names),
+        "an OLE2 compound file of no supported application",
+    )
+    raise UnsupportedFormat(f"This file is {kind}, which is not supported; {SUPPORTED}.")

@@ -2,7 +2,10 @@
 
 Both are plain text, so `detect` asks these before weighing Markdown against prose:
 - an e-mail starts with a header block (`Name: value` lines, folded lines indented) naming
-  at least two of the headers every mail client writes, one of them an originator field;
+  at least two of the headers every mail client writes, one of them an originator field,
+  after an mbox `From ` separator line if there is one (a message saved from Gmail or
+  Thunderbird starts with one); an mbox archive is such a file with a second separator
+  followed by headers (`is_mbox`);
 - CSV is what `csv.Sniffer` finds a dialect for (comma, semicolon or tab) and whose rows,
   read with that dialect, all have the same number (two or more) of fields.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import mmap
 import re
 
 _HEADER_LINE = re.compile(r"([!-9;-~]{1,76}):")
@@ -26,10 +30,29 @@ _CSV_SAMPLE_ROWS = 200
 _DELIMITERS = ",;\t"
 
 
+_MBOX_SEPARATOR = re.compile(rb"\n\r?\nFrom [^\r\n]*\r?\n[!-9;-~]{1,76}:")
+"""A later message of an mbox: a blank line, the `From ` separator, then a header line."""
+
+
+def starts_with_separator(text: str) -> bool:
+    """True when `text` opens with an mbox `From ` separator line."""
+    return text.lstrip("\ufeff").startswith("From ")
+
+
+def is_mbox(data: bytes | mmap.mmap) -> bool:
+    """True when `data`, which opens with a separator, holds a second message: one scan of
+    the bytes, linear in their length."""
+    return _MBOX_SEPARATOR.search(data) is not None
+
+
 def looks_like_email(text: str) -> bool:
-    """True when `text` opens with an RFC 822 header block of a real message."""
+    """True when `text` opens with an RFC 822 header block of a real message, after an mbox
+    separator line if there is one."""
     names: set[str] = set()
-    for line in text.lstrip("\ufeff").split("\n", _HEADER_SAMPLE_LINES)[:_HEADER_SAMPLE_LINES]:
+    text = text.lstrip("\ufeff")
+    if text.startswith("From "):
+        text = text.partition("\n")[2]
+    for line in text.split("\n", _HEADER_SAMPLE_LINES)[:_HEADER_SAMPLE_LINES]:
         line = line.rstrip("\r")
         if not line:
             break

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.detect import detect
 from pipeline.document import (
@@ -20,18 +22,33 @@ from pipeline.extract.eml import AttachmentReader, extract_eml
 from pipeline.extract.epub import extract_epub
 from pipeline.extract.html import extract_html
 from pipeline.extract.image import extract_image
+from pipeline.extract.legacy import extract_doc, extract_ppt, extract_rtf
 from pipeline.extract.markdown import extract_markdown
+from pipeline.extract.mbox import iter_mbox
+from pipeline.extract.msg import extract_msg
 from pipeline.extract.ocr import OcrOptions, OcrPageHook, OcrRecord
+from pipeline.extract.odp import extract_odp
+from pipeline.extract.ods import extract_ods
 from pipeline.extract.odt import extract_odt
 from pipeline.extract.pdf import extract_pdf, iter_pdf
 from pipeline.extract.pptx import extract_pptx
 from pipeline.extract.text import extract_text
+from pipeline.extract.xls import extract_xls
 from pipeline.extract.xlsx import extract_xlsx
 from pipeline.extract.zip_container import ZipLimits
 from pipeline.settings import Settings
 
-_PAGED = frozenset((DocumentFormat.PDF, DocumentFormat.IMAGE, DocumentFormat.PPTX))
-"""Formats whose extractors report their own pages (slides) to `on_page`."""
+_PAGED = frozenset(
+    (
+        DocumentFormat.PDF,
+        DocumentFormat.IMAGE,
+        DocumentFormat.PPTX,
+        DocumentFormat.PPT,
+        DocumentFormat.ODP,
+        DocumentFormat.MBOX,
+    )
+)
+"""Formats whose extractors report their own pages (slides, messages) to `on_page`."""
 
 
 def zip_limits(settings: Settings) -> ZipLimits:
@@ -64,7 +81,7 @@ def extract(
 
 
 def extract_stream(
-    data: bytes,
+    data: bytes | mmap.mmap,
     detection: Detection,
     *,
     settings: Settings,
@@ -72,12 +89,17 @@ def extract_stream(
     on_ocr_page: OcrPageHook | None = None,
     ocr_record: OcrRecord | None = None,
 ) -> BlockStream:
-    """`extract`, yielding the blocks as they are read: a PDF's page by page, the other
+    """`extract`, yielding the blocks as they are read: a PDF's page by page, an mbox's message
+    by message, the other
     formats' all at once; then returning the document (its `blocks` empty). The limits are
     checked as the blocks come: `DocumentTooLarge` as soon as the text passes
     `max_extracted_chars`, `NoTextFound` at the end. The pages OCR'd are recorded in
-    `ocr_record` as they are, if given."""
-    if detection.format is DocumentFormat.PDF:
+    `ocr_record` as they are, if given. A memory map is read only for an mbox archive."""
+    if detection.format is DocumentFormat.MBOX:
+        stream = _mbox(data, settings, 0, on_ocr_page, on_page)
+    elif isinstance(data, mmap.mmap):
+        raise TypeError("only an mbox archive is read from a memory map")
+    elif detection.format is DocumentFormat.PDF:
         stream = iter_pdf(
             data,
             max_pages=settings.max_pages,
@@ -186,7 +208,61 @@ def _extract_format(
         case DocumentFormat.EML:
             reader = _attachment_reader(settings, depth, on_ocr_page)
             return extract_eml(data, encoding=detection.encoding, attachments=reader)
+        case DocumentFormat.MBOX:
+            return collect_blocks(_mbox(data, settings, depth, on_ocr_page, None))
+        case DocumentFormat.MSG:
+            reader = _attachment_reader(settings, depth, on_ocr_page)
+            return extract_msg(
+                data,
+                attachments=reader,
+                rtf=lambda rtf: extract_rtf(rtf, limits=zip_limits(settings), **_office(settings)),
+            )
+        case DocumentFormat.DOC:
+            return extract_doc(data, limits=zip_limits(settings), **_office(settings))
+        case DocumentFormat.RTF:
+            return extract_rtf(data, limits=zip_limits(settings), **_office(settings))
+        case DocumentFormat.PPT:
+            return extract_ppt(
+                data,
+                limits=zip_limits(settings),
+                max_slides=settings.max_pages,
+                on_page=on_page,
+                **_office(settings),
+            )
+        case DocumentFormat.XLS:
+            return extract_xls(data, max_chars=settings.max_extracted_chars)
+        case DocumentFormat.ODS:
+            return extract_ods(
+                data, limits=zip_limits(settings), max_chars=settings.max_extracted_chars
+            )
+        case DocumentFormat.ODP:
+            return extract_odp(
+                data, limits=zip_limits(settings), max_slides=settings.max_pages, on_page=on_page
+            )
     raise NotImplementedError(detection.format)
+
+
+def _office(settings: Settings) -> dict[str, Any]:
+    """LibreOffice's budget where no limit of the process sets it (isolation off)."""
+    return {
+        "cpu_seconds": float(settings.extraction_cpu_seconds),
+        "memory_bytes": settings.extraction_memory_bytes,
+    }
+
+
+def _mbox(
+    data: bytes | mmap.mmap,
+    settings: Settings,
+    depth: int,
+    on_ocr_page: OcrPageHook | None,
+    on_page: PageReporter | None,
+) -> BlockStream:
+    return iter_mbox(
+        data,
+        max_messages=settings.max_mbox_messages,
+        attachments=_attachment_reader(settings, depth, on_ocr_page),
+        on_page=on_page,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,16 +66,17 @@ def extract_eml(
     try:
         message = _parse(data, encoding)
         _refuse_too_many_parts(message)
-        return _message_document(message, attachments)
+        return message_document(message, attachments)
     except RecursionError as exc:  # the standard library's parser recurses per nested message
         raise CorruptDocument(
             "The e-mail nests messages inside messages too deeply (hundreds of levels) to parse."
         ) from exc
 
 
-def _message_document(
+def message_document(
     message: EmailMessage, attachments: AttachmentReader | None
 ) -> ExtractedDocument:
+    """One parsed message as a document (`extract_eml` after parsing; mbox per message)."""
     _refuse_encrypted(message)
     headers = {name: _header(message, name) for name in _HEADERS}
     blocks: list[Block] = []
@@ -178,7 +179,7 @@ def _body_blocks(message: EmailMessage) -> list[Block]:
     text = _text(body)
     if body.get_content_subtype() == "html":
         document = extract_html(text.encode("utf-8"), encoding="utf-8")
-        return [_demoted(block) for block in document.blocks]
+        return [demoted(block) for block in document.blocks]
     return [Block(paragraph) for paragraph in split_paragraphs(text.replace("\r\n", "\n"))]
 
 
@@ -216,7 +217,13 @@ def _attachment_blocks(
         raise  # the limits hold for the whole upload, attachments included
     except PermanentError:  # unsupported, encrypted, damaged, empty: listed by name
         return None
-    blocks = [_demoted(block) for block in document.blocks if block.text] if document else []
+    return attachment_section(name, document)
+
+
+def attachment_section(name: str, document: ExtractedDocument | None) -> list[Block] | None:
+    """An extracted attachment as a level-1 section headed by `name`, its own headings one
+    level down; None when it holds no text."""
+    blocks = [demoted(block) for block in document.blocks if block.text] if document else []
     if not blocks:
         return None
     return [Block(name, BlockKind.HEADING, level=1), *blocks]
@@ -229,14 +236,12 @@ def _attachment_document(
     (writing a message nested 150 deep back to bytes exceeds Python's recursion limit)."""
     if part.get_content_type() == "message/rfc822":
         inner = part.get_content()
-        return (
-            _message_document(inner, reader.deeper()) if isinstance(inner, EmailMessage) else None
-        )
+        return message_document(inner, reader.deeper()) if isinstance(inner, EmailMessage) else None
     payload = part.get_payload(decode=True)
     return reader.read(payload, name) if isinstance(payload, bytes) and payload else None
 
 
-def _demoted(block: Block) -> Block:
+def demoted(block: Block) -> Block:
     """A block of a section headed one level up: headings go one down; no pages."""
     if block.kind is BlockKind.HEADING:
         return replace(block, level=min(block.level + 1, _MAX_HEADING_LEVEL), page=None)

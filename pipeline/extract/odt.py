@@ -23,30 +23,28 @@ from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocumen
 from pipeline.errors import CorruptDocument
 from pipeline.extract.zip_container import SafeZip, ZipLimits
 
-_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
-_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
-_STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
-_DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
-_META = "{urn:oasis:names:tc:opendocument:xmlns:meta:1.0}"
-_DC = "{http://purl.org/dc/elements/1.1/}"
+TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
+OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
+STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
+DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
+META = "{urn:oasis:names:tc:opendocument:xmlns:meta:1.0}"
+DC = "{http://purl.org/dc/elements/1.1/}"
 _Element = Any  # an lxml element
 
 _SKIPPED = frozenset(
-    _TEXT + name
+    TEXT + name
     for name in (
         "note annotation tracked-changes sequence-decls table-of-content alphabetical-index "
         "illustration-index table-index object-index user-index bibliography"
     ).split()
-) | {_OFFICE + "annotation", _OFFICE + "forms"}
-_CONTAINERS = frozenset(
-    (_TEXT + "section", _TEXT + "index-body", _DRAW + "text-box", _DRAW + "frame")
-)
+) | {OFFICE + "annotation", OFFICE + "forms"}
+_CONTAINERS = frozenset((TEXT + "section", TEXT + "index-body", DRAW + "text-box", DRAW + "frame"))
 _MAX_SPACES = 64
 _MAX_HEADING_LEVEL = 6
 
 
-def _parser() -> etree.XMLParser:
+def xml_parser() -> etree.XMLParser:
     return etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
 
 
@@ -57,18 +55,18 @@ def extract_odt(data: bytes, *, limits: ZipLimits) -> ExtractedDocument:
             raise CorruptDocument("The ODT has no content.xml, so it holds no text.")
         content, meta = package.read_xml("content.xml"), package.read_xml("meta.xml")
     try:
-        root = etree.fromstring(content, _parser())
-        meta_root = etree.fromstring(meta, _parser()) if meta else None
+        root = etree.fromstring(content, xml_parser())
+        meta_root = etree.fromstring(meta, xml_parser()) if meta else None
     except etree.XMLSyntaxError as exc:
         raise CorruptDocument(f"The ODT's XML is malformed ({exc}).") from exc
-    body = root.find(f"{_OFFICE}body/{_OFFICE}text")
+    body = root.find(f"{OFFICE}body/{OFFICE}text")
     if body is None:
         raise CorruptDocument("The ODT's content.xml has no text body (office:text).")
     walker = _BodyWalker(_title_styles(root))
     walker.walk(body)
     document = ExtractedDocument(format=DocumentFormat.ODT, blocks=walker.blocks)
     if meta_root is not None:
-        _metadata(document, meta_root)
+        read_metadata(document, meta_root)
     document.title = document.title or walker.title
     return document
 
@@ -76,9 +74,9 @@ def extract_odt(data: bytes, *, limits: ZipLimits) -> ExtractedDocument:
 def _title_styles(root: _Element) -> frozenset[str]:
     """Names of the paragraph styles that are the Title style or derive from it."""
     names = {"Title"}
-    for style in root.iterfind(f"{_OFFICE}automatic-styles/{_STYLE}style"):
-        if style.get(_STYLE + "parent-style-name") == "Title":
-            names.add(style.get(_STYLE + "name", ""))
+    for style in root.iterfind(f"{OFFICE}automatic-styles/{STYLE}style"):
+        if style.get(STYLE + "parent-style-name") == "Title":
+            names.add(style.get(STYLE + "name", ""))
     return frozenset(names)
 
 
@@ -97,29 +95,29 @@ class _BodyWalker:
                 continue
             if tag in _CONTAINERS:
                 stack.extend(reversed(element))
-            elif tag == _TEXT + "h":
+            elif tag == TEXT + "h":
                 self._heading(element, stack)
-            elif tag == _TEXT + "p":
+            elif tag == TEXT + "p":
                 self._paragraph(element, stack)
-            elif tag == _TEXT + "list":
-                self._add(Block(_list_text(element), BlockKind.LIST))
-            elif tag == _TABLE + "table":
-                self._add(Block(_table_text(element), BlockKind.TABLE))
+            elif tag == TEXT + "list":
+                self._add(Block(list_text(element), BlockKind.LIST))
+            elif tag == TABLE + "table":
+                self._add(Block(table_text(element), BlockKind.TABLE))
 
     def _heading(self, element: _Element, stack: list[_Element]) -> None:
-        text, boxes = _inline(element)
-        level = element.get(_TEXT + "outline-level", "1")
+        text, boxes = inline_text(element)
+        level = element.get(TEXT + "outline-level", "1")
         depth = min(int(level), _MAX_HEADING_LEVEL) if level.isdigit() and level != "0" else 1
-        self._add(Block(_one_line(text), BlockKind.HEADING, level=depth))
+        self._add(Block(one_line(text), BlockKind.HEADING, level=depth))
         stack.extend(reversed(boxes))
 
     def _paragraph(self, element: _Element, stack: list[_Element]) -> None:
-        text, boxes = _inline(element)
-        if element.get(_TEXT + "style-name") in self._title_styles and (line := _one_line(text)):
+        text, boxes = inline_text(element)
+        if element.get(TEXT + "style-name") in self._title_styles and (line := one_line(text)):
             self.title = self.title or line
             self._add(Block(line, BlockKind.HEADING, level=1))
         else:
-            self._add(Block(_clean(text)))
+            self._add(Block(clean_text(text)))
         stack.extend(reversed(boxes))
 
     def _add(self, block: Block) -> None:
@@ -127,7 +125,7 @@ class _BodyWalker:
             self.blocks.append(block)
 
 
-def _inline(element: _Element) -> tuple[str, list[_Element]]:
+def inline_text(element: _Element) -> tuple[str, list[_Element]]:
     """A paragraph's text and the text boxes (draw:frame) anchored in it, without recursion."""
     parts: list[str] = [element.text or ""]
     boxes: list[_Element] = []
@@ -138,14 +136,14 @@ def _inline(element: _Element) -> tuple[str, list[_Element]]:
             parts.append(node.tail or "")
             continue
         tag = node.tag
-        if tag == _TEXT + "s":
-            count = node.get(_TEXT + "c", "1")
+        if tag == TEXT + "s":
+            count = node.get(TEXT + "c", "1")
             parts.append(" " * min(int(count) if count.isdigit() else 1, _MAX_SPACES))
-        elif tag == _TEXT + "tab":
+        elif tag == TEXT + "tab":
             parts.append("\t")
-        elif tag == _TEXT + "line-break":
+        elif tag == TEXT + "line-break":
             parts.append("\n")
-        elif tag == _DRAW + "frame":
+        elif tag == DRAW + "frame":
             boxes.append(node)
         elif tag not in _SKIPPED and isinstance(tag, str):
             parts.append(node.text or "")
@@ -156,36 +154,37 @@ def _inline(element: _Element) -> tuple[str, list[_Element]]:
     return "".join(parts), boxes
 
 
-def _list_text(root: _Element) -> str:
+def list_text(root: _Element) -> str:
     """Render a list, nested lists indented two spaces per level (capped at eight)."""
     lines: list[str] = []
     stack: list[tuple[_Element, int]] = [(root, 0)]
     while stack:
         node, depth = stack.pop()
-        if node.tag == _TEXT + "list":
-            items = [c for c in node if c.tag in (_TEXT + "list-item", _TEXT + "list-header")]
+        if node.tag == TEXT + "list":
+            items = [c for c in node if c.tag in (TEXT + "list-item", TEXT + "list-header")]
             stack.extend((item, depth) for item in reversed(items))
             continue
         marker = "- "
         entries: list[tuple[_Element, int]] = []
         for child in node:
-            if child.tag == _TEXT + "list":
+            if child.tag == TEXT + "list":
                 entries.append((child, depth + 1))
-            elif child.tag in (_TEXT + "p", _TEXT + "h") and (text := _one_line(_inline(child)[0])):
+            elif child.tag in (TEXT + "p", TEXT + "h") and (
+                text := one_line(inline_text(child)[0])
+            ):
                 lines.append("  " * min(depth, 8) + marker + text)
                 marker = "  "  # a second paragraph of the same item
         stack.extend(reversed(entries))
     return "\n".join(lines)
 
 
-def _table_text(table: _Element) -> str:
+def table_text(table: _Element) -> str:
     rows = []
-    for row in table.iter(_TABLE + "table-row"):
+    for row in table.iter(TABLE + "table-row"):
         if _owning_table(row) is not table:
             continue  # a row of a nested table: its text is in its cell's line
         cells = [
-            _one_line(" ".join(_cell_texts(cell)))
-            for cell in row.iterchildren(_TABLE + "table-cell")
+            one_line(" ".join(_cell_texts(cell))) for cell in row.iterchildren(TABLE + "table-cell")
         ]
         while cells and not cells[-1]:
             cells.pop()
@@ -196,28 +195,28 @@ def _table_text(table: _Element) -> str:
 
 def _owning_table(row: _Element) -> _Element:
     parent = row.getparent()
-    while parent is not None and parent.tag != _TABLE + "table":
+    while parent is not None and parent.tag != TABLE + "table":
         parent = parent.getparent()
     return parent
 
 
 def _cell_texts(cell: _Element) -> list[str]:
-    return [_inline(p)[0] for p in cell.iter(_TEXT + "p", _TEXT + "h")]
+    return [inline_text(p)[0] for p in cell.iter(TEXT + "p", TEXT + "h")]
 
 
-def _metadata(document: ExtractedDocument, meta: _Element) -> None:
+def read_metadata(document: ExtractedDocument, meta: _Element) -> None:
     def first(*paths: str) -> str | None:
         for path in paths:
-            node = meta.find(f"{_OFFICE}meta/{path}")
-            if node is not None and (text := _one_line(node.text or "")):
+            node = meta.find(f"{OFFICE}meta/{path}")
+            if node is not None and (text := one_line(node.text or "")):
                 return text
         return None
 
-    document.title = first(_DC + "title")
-    document.author = first(_META + "initial-creator", _DC + "creator")
-    document.created = _date(first(_META + "creation-date"))
-    document.modified = _date(first(_DC + "date"))
-    if language := first(_DC + "language"):
+    document.title = first(DC + "title")
+    document.author = first(META + "initial-creator", DC + "creator")
+    document.created = _date(first(META + "creation-date"))
+    document.modified = _date(first(DC + "date"))
+    if language := first(DC + "language"):
         document.extra["language"] = language
 
 
@@ -232,10 +231,10 @@ def _date(value: str | None) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def _clean(text: str) -> str:
+def clean_text(text: str) -> str:
     lines = (" ".join(line.split()) for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import json
+import mmap
 import os
 import resource
 import signal
 import sys
 import threading
 from collections import deque
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.isolation.wire import (
@@ -186,8 +188,6 @@ def _start_read_ahead() -> None:
 
 
 def _prepare(request: ParseRequest) -> None:
-    from pathlib import Path
-
     from pipeline.chunking import ChunkingSpec
     from pipeline.errors import CorruptDocument, DocumentTooLarge, IngestError
     from pipeline.prepare import Preparer
@@ -195,7 +195,7 @@ def _prepare(request: ParseRequest) -> None:
     try:
         settings = _settings_of(request)
         preparer = Preparer.start(
-            Path(request.path).read_bytes(),
+            _read_upload(Path(request.path)),
             filename=request.filename,
             settings=settings,
             chunking=ChunkingSpec(**request.chunking),
@@ -225,11 +225,29 @@ def _prepare(request: ParseRequest) -> None:
         _send_failure(_error(CorruptDocument(f"The parser failed on this file: {detail}")))
 
 
+MAP_MBOX_BYTES = 16 * 1024 * 1024
+"""From this size, an upload that starts like an mbox archive is memory-mapped, not read:
+its messages are read from the map one at a time (`pipeline.extract.mbox`), so a large
+archive never sits in the child's memory."""
+
+
+def _read_upload(path: Path) -> bytes | mmap.mmap:
+    """The upload's bytes, or a read-only map of a large file that starts with `From `."""
+    with path.open("rb") as file:
+        if file.read(5) != b"From " or os.fstat(file.fileno()).st_size < MAP_MBOX_BYTES:
+            return path.read_bytes()
+        return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+
+
 def _serve_one(request: ParseRequest) -> None:
     try:
         _settings_of(request)  # built here, once per distinct settings
     except Exception:  # invalid settings: the child reports the error
         pass
+    from pipeline.extract.office import instance as office
+
+    # LibreOffice is started here, in the server, so that it stays warm for the next file.
+    office.warm_for(request.path, int(request.memory_bytes))
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the grandchild: limits first, then parse with stdout on the pipe
@@ -255,6 +273,7 @@ def _serve_one(request: ParseRequest) -> None:
             sys.stdout.flush()
     _, status, usage = os.wait4(pid, 0)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    office.after_child(killed=os.WIFSIGNALED(status))
     # Peak memory tells an out-of-memory abort (PDFium aborts when an allocation fails under
     # RLIMIT_AS) from other crashes; Linux reports ru_maxrss in KiB.
     _send(Exited(code, peak_rss_bytes=usage.ru_maxrss * 1024))

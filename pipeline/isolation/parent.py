@@ -71,6 +71,7 @@ CHILD_SETTINGS = (
     "max_docx_uncompressed_bytes",
     "max_docx_compression_ratio",
     "max_attachment_depth",
+    "max_mbox_messages",
     "max_metadata_bytes",
     "max_image_pixels",
     "ocr",

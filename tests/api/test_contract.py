@@ -3,6 +3,7 @@ error shape `{"error": {"code", "message"}}` for each kind of failure, through r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -10,8 +11,10 @@ import httpx
 import pytest
 from redis import Redis
 
+from pipeline.document import DocumentFormat
 from pipeline.settings import Settings
 from tests.support.api_app import (
+    API_DOC,
     PENDING,
     api_client,
     documented_endpoints,
@@ -181,3 +184,11 @@ def test_a_server_error_shows_no_traceback(served: Served) -> None:
     assert is_contract_error(response, status=500, code="internal_error")
     for leak in ("Traceback", 'File "', "WRONGTYPE", "ResponseError", "redis"):
         assert leak not in response.text
+
+
+def test_every_format_the_contract_names_is_a_detected_format() -> None:
+    text = API_DOC.read_text(encoding="utf-8")
+    section = text.split("### Formats\n", 1)[1].split("\n### ", 1)[0]
+    named = set(re.findall(r"`([a-z]+)`", section)) - {"page"}  # a result's field
+    assert named == {"doc", "xls", "ppt", "rtf", "msg", "ods", "odp", "mbox", "eml"}
+    assert named <= {str(fmt) for fmt in DocumentFormat}

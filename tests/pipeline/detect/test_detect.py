@@ -12,7 +12,8 @@ import pytest
 
 from pipeline.detect import detect, extension_note
 from pipeline.document import DocumentFormat
-from pipeline.errors import EmptyDocument, EncryptedDocument, UnsupportedFormat
+from pipeline.errors import CorruptDocument, EmptyDocument, EncryptedDocument, UnsupportedFormat
+from tests.support import ole2_files
 from tests.support.paths import CORPUS_DIR
 
 FOLDERS = {
@@ -150,10 +151,66 @@ def test_random_bytes_are_binary_data() -> None:
         detect(data, filename="notes.txt", content_type="text/plain")
 
 
-def test_legacy_word_document_is_refused_with_advice() -> None:
-    ole2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500) + "WordDocument".encode("utf-16-le")
-    with pytest.raises(UnsupportedFormat, match=r"legacy Word \.doc.*DOCX"):
-        detect(ole2, filename="letter.doc")
+@pytest.mark.parametrize(
+    ("root", "expected"),
+    [
+        ("WordDocument", DocumentFormat.DOC),
+        ("Workbook", DocumentFormat.XLS),
+        ("Book", DocumentFormat.XLS),  # Excel 5/95
+        ("PowerPoint Document", DocumentFormat.PPT),
+        ("__properties_version1.0", DocumentFormat.MSG),
+    ],
+)
+def test_legacy_office_files_are_named_by_the_streams_at_their_root(
+    root: str, expected: DocumentFormat
+) -> None:
+    data = ole2_files.build(ole2_files.Storage().add(root, b"x" * 600).add("Other", b"y"))
+    assert detect(data, filename="whatever.bin").format is expected
+
+
+def test_a_message_holding_a_word_attachment_is_a_message_not_a_doc() -> None:
+    attachment = ole2_files.build(ole2_files.Storage().add("WordDocument", b"x" * 600))
+    message = ole2_files.msg(subject="Report", body="See attached.",
+                             attachments=[("report.doc", attachment)])  # fmt: skip
+    assert detect(message).format is DocumentFormat.MSG
+
+
+def test_other_compound_files_are_refused_by_kind() -> None:
+    visio = ole2_files.build(ole2_files.Storage().add("VisioDocument", b"v" * 600))
+    with pytest.raises(UnsupportedFormat, match="Visio drawing"):
+        detect(visio, filename="plan.vsd")
+
+
+def test_a_damaged_compound_file_is_corrupt_not_unsupported() -> None:
+    fake = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500) + "WordDocument".encode("utf-16-le")
+    with pytest.raises(CorruptDocument, match="OLE2 compound file is damaged"):
+        detect(fake, filename="letter.doc")
+
+
+def test_rtf_is_detected_by_its_signature() -> None:
+    assert detect(b"{\\rtf1\\ansi Hello}", filename="a.txt").format is DocumentFormat.RTF
+
+
+def test_a_gmail_message_starting_with_a_from_line_is_an_email() -> None:
+    gmail = (
+        b"From 1790000000000000000@xxx Mon Jan 01 00:00:00 +0000 2024\n"
+        b"X-GM-THRID: 1790000000000000000\nFrom: Ann <ann@example.org>\n"
+        b"To: bob@example.org\nSubject: Lunch\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n"
+        b"Content-Type: text/html; charset=utf-8\n\n<html><body><p>Noon?</p></body></html>\n"
+    )
+    assert detect(gmail, filename="lunch.eml").format is DocumentFormat.EML
+    assert detect(gmail).format is DocumentFormat.EML
+
+
+def test_an_archive_of_messages_is_mbox_and_a_name_breaks_the_tie_for_one() -> None:
+    one = (
+        b"From ann@example.org Mon Jan  1 00:00:00 2024\nFrom: ann@example.org\nSubject: A\n\nHi.\n"
+    )
+    two = one + b"\n" + one.replace(b"Subject: A", b"Subject: B")
+    assert detect(two).format is DocumentFormat.MBOX
+    assert detect(two, filename="mail.mbox").format is DocumentFormat.MBOX
+    assert detect(one).format is DocumentFormat.EML
+    assert detect(one, filename="archive.mbox").format is DocumentFormat.MBOX
 
 
 def test_mislabelled_files_are_detected_by_content(corpus_dir: Path) -> None:
@@ -230,12 +287,26 @@ def test_packages_are_named_by_their_directory(
     assert detect(data, filename=filename).format == expected
 
 
+@pytest.mark.parametrize(
+    ("mimetype", "expected"),
+    [
+        ("application/vnd.oasis.opendocument.spreadsheet", DocumentFormat.ODS),
+        ("application/vnd.oasis.opendocument.presentation", DocumentFormat.ODP),
+    ],
+)
+def test_opendocument_spreadsheets_and_presentations_are_named_by_their_mimetype(
+    mimetype: str, expected: DocumentFormat
+) -> None:
+    package = _package({"content.xml": ""}, stored_mimetype=mimetype)
+    assert detect(package, filename="x.zip").format is expected
+
+
 def test_other_opendocument_files_are_refused_by_kind() -> None:
-    ods = _package(
-        {"content.xml": ""}, stored_mimetype="application/vnd.oasis.opendocument.spreadsheet"
+    odg = _package(
+        {"content.xml": ""}, stored_mimetype="application/vnd.oasis.opendocument.graphics"
     )
-    with pytest.raises(UnsupportedFormat, match="OpenDocument spreadsheet"):
-        detect(ods, filename="sheet.ods")
+    with pytest.raises(UnsupportedFormat, match="OpenDocument graphics"):
+        detect(odg, filename="drawing.odg")
 
 
 def test_a_truncated_workbook_goes_to_the_xlsx_extractor(corpus_dir: Path) -> None:
@@ -248,9 +319,9 @@ def test_a_truncated_workbook_goes_to_the_xlsx_extractor(corpus_dir: Path) -> No
 
 def test_password_protected_workbook_and_deck_are_encrypted() -> None:
     # Office wraps an encrypted XLSX or PPTX in an OLE2 file with these two streams.
+    package = ole2_files.Storage().add("EncryptionInfo", b"i" * 200)
+    ole2 = ole2_files.build(package.add("EncryptedPackage", b"p" * 5000))
     for name in ("book.xlsx", "deck.pptx"):
-        ole2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(500)
-        ole2 += "EncryptionInfo".encode("utf-16-le") + "EncryptedPackage".encode("utf-16-le")
         with pytest.raises(EncryptedDocument, match="password-protected"):
             detect(ole2, filename=name)
 

@@ -1,0 +1,1 @@
+"""LibreOffice, kept warm and limited, for the legacy formats it converts."""
