@@ -235,6 +235,9 @@ class Services:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+            for reranker in self._rerankers.values():
+                reranker.close()
+            self._rerankers.clear()
         self.redis.close()
 
 

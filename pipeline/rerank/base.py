@@ -25,6 +25,10 @@ class Reranker(Protocol):
         """
         ...
 
+    def close(self) -> None:
+        """Release its connections."""
+        ...
+
 
 def bad_reply(message: str) -> RerankFailed:
     return RerankFailed("rerank_bad_reply", f"The re-ranker's reply is unusable: {message}.")

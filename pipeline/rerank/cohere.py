@@ -38,6 +38,9 @@ class CohereReranker:
         self.model = model
         self.endpoint = http.label
 
+    def close(self) -> None:
+        self.http.close()
+
     def scores(self, query: str, documents: Sequence[str], *, deadline: float) -> list[float]:
         body: dict[str, Any] = {"query": query, "documents": list(documents)}
         if self.model:

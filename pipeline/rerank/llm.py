@@ -65,6 +65,9 @@ class LlmReranker:
         self.structured = True
         """Whether `response_format` is sent (cleared when the server refuses it)."""
 
+    def close(self) -> None:
+        self.http.close()
+
     def scores(self, query: str, documents: Sequence[str], *, deadline: float) -> list[float]:
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},

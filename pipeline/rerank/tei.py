@@ -23,6 +23,9 @@ class TeiReranker:
         self.model = model
         self.endpoint = http.label
 
+    def close(self) -> None:
+        self.http.close()
+
     def scores(self, query: str, documents: Sequence[str], *, deadline: float) -> list[float]:
         body = {"query": query, "texts": list(documents), "raw_scores": False, "truncate": True}
         return parse_reply(self.http.post("/rerank", body, deadline=deadline), len(documents))

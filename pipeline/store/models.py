@@ -230,7 +230,7 @@ def stored_document(payload: dict[str, Any]) -> StoredDocument:
 
 RESULT_PAYLOAD_KEYS = (
     "document_id", "version", "chunk_index", "text", "filename", "format", "page_start",
-    "page_end", "headings", "metadata", "ocr",
+    "page_end", "headings", "metadata", "ocr", "title",
 )  # fmt: skip
 """Payload keys read for a search hit."""
 
