@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from pipeline.rerank.config import RerankOverride
 
@@ -28,7 +28,7 @@ class SearchRequest(BaseModel):
     """Least vector similarity in vector and hybrid mode (hybrid then drops chunks found by
     keyword only, which have none); least keyword score in keyword mode; least rerank score
     when the results were re-ranked."""
-    rerank: bool | RerankOverride | None = None
+    rerank: StrictBool | RerankOverride | None = None
     """None: the index's default (its `rerank`, if any); False: off; True or an object: on,
     with the object's model, candidates or fusion over the index's and the server's."""
     explain: bool = False

@@ -16,7 +16,8 @@ SHA-256, so a test can compute the order the re-ranker must produce. Faults are 
 request (`add_faults`) or set for all (`always`): `{"status": 500}`, `{"status": 429,
 "headers": {"Retry-After": "0"}}`, `{"delay": 5}` (answer late), or a garbage reply:
 `{"garbage": "nan" | "huge" | "not_json" | "missing" | "repeated" | "bool" | "nested" |
-"out_of_range"}`. Every request is recorded (path, JSON body, headers).
+"out_of_range"}`, or any JSON `{"reply": ...}`. Every request is recorded (path, JSON body,
+headers).
 """
 
 from __future__ import annotations
@@ -208,6 +209,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault.get("garbage"):
             self._send(200, garbage(fault["garbage"]), {})
+            return
+        if "reply" in fault:
+            self._send(200, json.dumps(fault["reply"]).encode(), {})
             return
         status, reply = fake.reply(self.path, body)
         self._send(status, reply, {})

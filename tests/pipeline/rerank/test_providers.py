@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -29,9 +30,9 @@ def server() -> Iterator[FakeRerankServer]:
         BUILT.pop().close()
 
 
-def reranker(server: FakeRerankServer, provider: str, **settings: object) -> Reranker:
+def reranker(server: FakeRerankServer, provider: str, **settings: Any) -> Reranker:
     """A re-ranker of `provider` at the fake server, closed after the test."""
-    values: dict[str, object] = {
+    values: dict[str, Any] = {
         "rerank_url": server.url,
         "rerank_api_key": "k-123",
         "rerank_max_attempts": 3,
