@@ -108,6 +108,12 @@ def test_rerank_through_the_api(client: httpx.Client, rerank_server: FakeRerankS
     assert plain["reranked"] is False and plain["rerank_error"] is None
     assert all(r["scores"]["rerank"] is None and r["explain"] is None for r in plain["results"])
 
+    got = client.get(
+        f"/v1/indexes/{INDEX}/search", params={"q": QUERY, "top_k": 5, "explain": "true"}
+    ).json()
+    assert got["reranked"] is True and [r["score"] for r in got["results"]] == best
+    assert got["results"][0]["explain"]["rerank_rank"] == 1
+
     rerank_server.always = {"status": 503}
     failed = search(client, top_k=5)
     assert failed["reranked"] is False
@@ -117,11 +123,11 @@ def test_rerank_through_the_api(client: httpx.Client, rerank_server: FakeRerankS
     ]
 
     usage = client.get(f"/v1/indexes/{INDEX}").json()["usage"]
-    assert usage["rerank_requests"] == 2  # the one with rerank off sent none
+    assert usage["rerank_requests"] == 3  # the one with rerank off sent none
     samples = scrape(client)
     endpoint = rerank_server.url
     name = "docingest_rerank_requests_total"
-    assert value(samples, name, provider="cohere", endpoint=endpoint, outcome="ok") == 1
+    assert value(samples, name, provider="cohere", endpoint=endpoint, outcome="ok") == 2
     assert (
         value(samples, name, provider="cohere", endpoint=endpoint, outcome="rerank_unavailable")
         == 1
