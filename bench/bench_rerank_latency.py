@@ -11,7 +11,8 @@ with the previous code and once with this checkout, alternately, each in its own
 one). This checkout's searches go the way the API's do: with a `Reranking` (the server's
 rerank settings, none set) passed to `search`, so the rerank stage's planning is inside the
 measured time even though it re-ranks nothing. The table gives the median over rounds of each
-mode's p50 and the ratio new / previous.
+mode's p50, their ratio new / previous, and the median of each round's ratio (a round's two
+runs are next to each other in time, so they share the machine's load more closely).
 """
 
 from __future__ import annotations
@@ -88,12 +89,13 @@ def main() -> None:
         f"# {args.size} chunks, {args.queries} queries per mode, {args.rounds} rounds; "
         f"load average {min(loads):.1f}-{max(loads):.1f}"
     )
-    print("| mode | previous p50 ms | new p50 ms | new / previous |")
-    print("|---|---:|---:|---:|")
+    print("| mode | previous p50 ms | new p50 ms | ratio of medians | median of round ratios |")
+    print("|---|---:|---:|---:|---:|")
     for mode, values in p50["previous"].items():
         before = statistics.median(values)
         after = statistics.median(p50["new"][mode])
-        print(f"| {mode} | {before:.2f} | {after:.2f} | {after / before:.3f} |")
+        paired = statistics.median(n / p for p, n in zip(values, p50["new"][mode], strict=True))
+        print(f"| {mode} | {before:.2f} | {after:.2f} | {after / before:.3f} | {paired:.3f} |")
 
 
 if __name__ == "__main__":
