@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from pipeline.rerank_settings import RerankSettings
 
 
 class ChunkUnit(StrEnum):
@@ -62,7 +64,7 @@ def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError("chunk_overlap must be smaller than chunk_size")
 
 
-class Settings(BaseSettings):
+class Settings(RerankSettings):
     """Every knob of docingest. Build it with `get_settings()`; never at import time."""
 
     model_config = SettingsConfigDict(
@@ -282,34 +284,6 @@ class Settings(BaseSettings):
 
     query_cache_size: int = Field(default=1024, ge=0)
     """Query embeddings kept in memory (LRU); 0 disables the cache."""
-
-    # --- rerank (the second stage of a search; may change at any time) -------------------
-    rerank_provider: str | None = None
-    """Re-ranker (`cohere`, `tei`, `llm`, or registered) where an index or request names none."""
-
-    rerank_url: str | None = None
-    """Base URL of the re-ranker: `{url}/rerank` (cohere, tei), `{url}/chat/completions` (llm)."""
-
-    rerank_api_key: SecretStr | None = None
-    """Bearer key of the re-ranker; None sends none."""
-
-    rerank_model: str | None = None
-    """Default model name sent to the re-ranker (an index's `rerank.model` overrides it)."""
-
-    rerank_candidates: int = Field(default=50, ge=1, le=1000)
-    """First-stage results re-ranked when neither the index nor the request says (>= top_k)."""
-
-    rerank_timeout_seconds: float = Field(default=5.0, gt=0)
-    """Timeout of one rerank request."""
-
-    rerank_deadline_seconds: float = Field(default=8.0, gt=0)
-    """Time one search's rerank may take, retries included; then first-stage order."""
-
-    rerank_max_attempts: int = Field(default=2, gt=0)
-    """Attempts per rerank (first try included), within the deadline."""
-
-    rerank_requests_per_minute: int = Field(default=0, ge=0)
-    """Rerank requests per minute per credential, shared by every process; 0 = no limit."""
 
     # --- jobs and workers ---------------------------------------------------------------
     redis_key_prefix: str = "docingest:"
