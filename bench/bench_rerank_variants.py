@@ -2,7 +2,7 @@
 
 Run: DOCINGEST_RERANK_PROVIDER=cohere DOCINGEST_RERANK_URL=https://api.cohere.com/v2 \
      DOCINGEST_RERANK_API_KEY=... DOCINGEST_RERANK_MODEL=rerank-v3.5 \
-     .venv/bin/python bench/bench_rerank_eval.py [--mode keyword|hybrid] [--candidates 50]
+     .venv/bin/python bench/bench_rerank_variants.py [--mode keyword|hybrid] [--candidates 50]
          [--limit-docs N] [--limit-queries N]
 
 No re-ranking model runs here, so BENCHMARKS.md, "Rerank: replace or fuse", could only
