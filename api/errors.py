@@ -25,6 +25,7 @@ from pipeline.errors import (
     IngestError,
     InvalidEmbedding,
     InvalidIndexName,
+    InvalidRerank,
     InvalidUpload,
     JobNotFound,
     JobStateConflict,
@@ -60,6 +61,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     UnsupportedFormat: 415,
     InvalidIndexName: 422,
     InvalidEmbedding: 422,  # and UnknownProvider
+    InvalidRerank: 422,
     StagingFull: 507,
     StoreLocked: 503,
     StoreNotHere: 503,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pipeline.facade import Pipeline, open_pipeline
     from pipeline.indexing import IndexResult
     from pipeline.prepare import PreparedDocument, prepare_document
+    from pipeline.rerank import RerankConfig, register_reranker
     from pipeline.search import SearchRequest, SearchResponse
     from pipeline.settings import Settings, get_settings
     from pipeline.store import IndexConfig
@@ -42,6 +43,7 @@ _EXPORTS = {  # name → the private module that defines it (a test keeps it equ
     "PermanentError": "pipeline.errors",
     "Pipeline": "pipeline.facade",
     "PreparedDocument": "pipeline.prepare",
+    "RerankConfig": "pipeline.rerank",
     "SearchRequest": "pipeline.search",
     "SearchResponse": "pipeline.search",
     "Settings": "pipeline.settings",
@@ -51,6 +53,7 @@ _EXPORTS = {  # name → the private module that defines it (a test keeps it equ
     "open_pipeline": "pipeline.facade",
     "prepare_document": "pipeline.prepare",
     "register_provider": "pipeline.embedders.registry",
+    "register_reranker": "pipeline.rerank.registry",
 }
 
 __all__ = [
@@ -64,6 +67,7 @@ __all__ = [
     "PermanentError",
     "Pipeline",
     "PreparedDocument",
+    "RerankConfig",
     "SearchRequest",
     "SearchResponse",
     "Settings",
@@ -73,6 +77,7 @@ __all__ = [
     "open_pipeline",
     "prepare_document",
     "register_provider",
+    "register_reranker",
 ]
 
 

@@ -32,6 +32,7 @@
     │   ├── InvalidWebhookUrl         invalid_webhook_url (not http(s), malformed, unresolvable)
     │   ├── WebhookUrlNotAllowed      webhook_url_not_allowed (resolves to a private address)
     │   ├── WebhookNotFound           webhook_not_found
+    │   ├── InvalidRerank             validation_error (a rerank config naming no provider)
     │   ├── Unauthorized              unauthorized
     │   └── Forbidden                 forbidden
     └── TransientError                worth retrying with backoff
@@ -43,6 +44,11 @@
         ├── StoreLocked               store_locked (another process holds the embedded store)
         ├── DocumentBusy              document_busy
         └── StagingFull               staging_full (the staging quota or disk is full)
+
+    RerankFailed                      the second stage of a search failed (timeout,
+                                      rate_limited, rerank_unavailable, rerank_refused,
+                                      rerank_bad_reply, rerank_not_configured): caught by
+                                      the stage, reported in the response, never an HTTP error
 
     ControlSignal                     not an error: a job stopping on purpose, index as it was
     ├── Cancelled                     cancelled (the job ends `cancelled`)
@@ -225,6 +231,12 @@ class WebhookNotFound(RequestError):
     code = "webhook_not_found"
 
 
+class InvalidRerank(RequestError):
+    """An index's `rerank` names a provider no `register_reranker` call registered."""
+
+    code = "validation_error"
+
+
 class Unauthorized(RequestError):
     """No API key, or an unknown one."""
 
@@ -278,6 +290,15 @@ class DocumentBusy(TransientError):
     """Another attempt holds the document's store lock (see `pipeline.store.fencing`)."""
 
     code = "document_busy"
+
+
+class RerankFailed(_Coded):
+    """The rerank stage could not re-order a search's candidates; `code` says why. The search
+    still answers, in first-stage order, with this in its `rerank_error`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ControlSignal(_Coded):

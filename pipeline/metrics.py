@@ -92,3 +92,15 @@ WEBHOOK_DELIVERY_SECONDS = Histogram(
     "Time from an event to its delivery (retries included), for deliveries this process made.",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 21600, 86400),
 )
+RERANK_REQUESTS = Counter(
+    "docingest_rerank_requests",
+    "Searches this process sent to a re-ranker, by provider, endpoint and outcome (`ok` or the "
+    "`rerank_error` code).",
+    ["provider", "endpoint", "outcome"],
+)
+RERANK_SECONDS = Histogram(
+    "docingest_rerank_duration_seconds",
+    "Time one search spent in its re-ranker, retries included.",
+    ["provider"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)

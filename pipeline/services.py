@@ -18,13 +18,20 @@ from redis import Redis
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
 from pipeline.embedders.registry import build_embedder
-from pipeline.errors import DocumentNotFound, InvalidEmbedding, StoreNotHere
+from pipeline.errors import DependencyUnavailable, DocumentNotFound, InvalidEmbedding, StoreNotHere
 from pipeline.jobs.state import JobStore
 from pipeline.jobs.usage import UsageLedger
 from pipeline.keys import Keys
 from pipeline.outbox import Outbox
 from pipeline.redis_errors import REDIS_DOWN
-from pipeline.search import SearchRequest, SearchResponse, resolve_target, search
+from pipeline.rerank import RerankDefaults, Reranker, RerankSpec, build_reranker
+from pipeline.search import (
+    Reranking,
+    SearchRequest,
+    SearchResponse,
+    resolve_target,
+    search_outcome,
+)
 from pipeline.settings import Settings
 from pipeline.store import IndexConfig, VectorStore
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT, DocumentFence
@@ -69,6 +76,7 @@ class Services:
         self.owns_store = owns_store or settings.qdrant_url is not None
         self._store: VectorStore | None = None
         self._embedders: dict[tuple[str, str, int | None], Embedder] = {}
+        self._rerankers: dict[tuple[str, str], Reranker] = {}
         self._lock = threading.RLock()
 
     @property
@@ -180,10 +188,38 @@ class Services:
             seconds, micros = self.redis.time()
             self.outbox.emit_deleted(index, document_id, seconds + micros / 1_000_000)
 
+    def reranker_for(self, spec: RerankSpec) -> Reranker:
+        """Return the re-ranker of `spec`'s provider and model, built once per process (its
+        HTTP connections are kept); `RerankFailed` when no URL is configured."""
+        key = (spec.provider, spec.model)
+        with self._lock:
+            reranker = self._rerankers.get(key)
+            if reranker is None:
+                reranker = build_reranker(
+                    spec.provider, spec.model, settings=self.settings, redis=self.redis
+                )
+                self._rerankers[key] = reranker
+            return reranker
+
     def search(self, index: str, request: SearchRequest) -> SearchResponse:
-        """Run `request` against `index` with the embedder its config names."""
+        """Run `request` against `index` with the embedder its config names, re-ranked as
+        the request, the index and the settings say; a rerank sent is counted in the
+        index's usage (a Redis outage skips the count, never the search)."""
         target = resolve_target(self.store, index, embedder_for=self.embedder_for)
-        return search(self.store, target, request, query_cache=self.query_cache)
+        reranking = Reranking(
+            defaults=RerankDefaults.from_settings(self.settings),
+            reranker_for=self.reranker_for,
+            deadline_seconds=self.settings.rerank_deadline_seconds,
+        )
+        response, outcome = search_outcome(
+            self.store, target, request, query_cache=self.query_cache, reranking=reranking
+        )
+        if outcome.requested:
+            try:
+                self.usage.add_rerank_requests(index)
+            except DependencyUnavailable as exc:
+                log.warning("rerank request of %s not counted: %s", index, exc)
+        return response
 
     def redis_ok(self) -> str | None:
         """Return None if Redis answers, else why not."""
@@ -199,6 +235,9 @@ class Services:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+            for reranker in self._rerankers.values():
+                reranker.close()
+            self._rerankers.clear()
         self.redis.close()
 
 

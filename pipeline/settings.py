@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from pipeline.rerank_settings import RerankSettings
 
 
 class ChunkUnit(StrEnum):
@@ -62,7 +64,7 @@ def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError("chunk_overlap must be smaller than chunk_size")
 
 
-class Settings(BaseSettings):
+class Settings(RerankSettings):
     """Every knob of docingest. Build it with `get_settings()`; never at import time."""
 
     model_config = SettingsConfigDict(

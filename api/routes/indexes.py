@@ -12,6 +12,7 @@ from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import IndexNotFound
 from pipeline.jobs.usage import IndexUsage
+from pipeline.rerank import RerankConfig, reranker_factory
 from pipeline.services import Services
 from pipeline.store import IndexConfig, IndexInfo
 from pipeline.store.schema import MetadataSchema, check_schema
@@ -36,6 +37,9 @@ class IndexCreate(BaseModel):
         if isinstance(value, dict):
             return check_schema(value)  # the field named in the message, not pydantic's
         return value
+
+    rerank: RerankConfig | None = None
+    """The index's default second stage; may change with another PUT (left out: kept)."""
 
 
 class IndexDetail(IndexInfo):
@@ -62,16 +66,23 @@ def create_index(
 ) -> IndexInfo:
     """Create `index` (201), or confirm it exists with the same settings (200); else 409, or
     422 for an embedding its provider cannot build (an unknown provider, a local model that
-    is not bundled, dimensions the model cannot produce). A `metadata_schema` on an existing
-    index adds its new fields (200); changing a declared field's type is 409."""
+    is not bundled, dimensions the model cannot produce) or an unknown rerank provider. A
+    `metadata_schema` on an existing index adds its new fields (200); changing a declared
+    field's type is 409. An existing index takes a `rerank` sent (null clears it)."""
     body = body or IndexCreate()
+    if body.rerank is not None and body.rerank.provider is not None:
+        reranker_factory(body.rerank.provider)  # InvalidRerank (422) for an unknown name
     defaults = services.default_index_config()
     embedding = services.resolve_embedding(body.embedding) if body.embedding else None
+    rerank = body.rerank
+    if "rerank" not in body.model_fields_set and (existing := services.store.index_config(index)):
+        rerank = existing.rerank
     config = IndexConfig(
         embedding=embedding or defaults.embedding,
         chunking=body.chunking or defaults.chunking,
         description=body.description,
         metadata_schema=body.metadata_schema or None,
+        rerank=rerank,
     )
     info, created = services.store.create_index(index, config)
     response.status_code = 201 if created else 200

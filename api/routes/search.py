@@ -26,9 +26,17 @@ def search_get(
     top_k: int = Query(default=5, ge=1, le=100),
     mode: SearchMode = "hybrid",
     max_chunks_per_document: int | None = Query(default=None, ge=1),
+    rerank: bool | None = None,
+    explain: bool = False,
 ) -> SearchResponse:
-    """The same search, for quick use from a browser."""
+    """The same search, for quick use from a browser (`rerank`: true/false or the index's
+    default when left out)."""
     request = SearchRequest(
-        query=q, top_k=top_k, mode=mode, max_chunks_per_document=max_chunks_per_document
+        query=q,
+        top_k=top_k,
+        mode=mode,
+        max_chunks_per_document=max_chunks_per_document,
+        rerank=rerank,
+        explain=explain,
     )
     return services.search(index, request)

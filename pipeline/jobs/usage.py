@@ -52,7 +52,8 @@ class IndexUsage(BaseModel):
     vectors_reused: int = 0
     """Chunks that got a vector without an embedding request."""
     rerank_requests: int = 0
-    """Always 0: docingest has no rerank stage yet."""
+    """Searches of the index sent to a re-ranker (counted by `add_rerank_requests`, not by
+    jobs: ingestion never re-ranks)."""
     fallback_requests: int = 0
     """Of `embedding_requests`, those a fallback endpoint served."""
     estimated_cost: float | None = None
@@ -113,6 +114,13 @@ class UsageLedger:
             for field in ("jobs", *COUNTED)
         }
         return named, IndexUsage(**{name: max(value, 0) for name, value in rest.items()})
+
+    def add_rerank_requests(self, index: str, count: int = 1) -> None:
+        """Count `count` searches of `index` sent to a re-ranker (and in the totals)."""
+        with map_redis_errors(), self._redis.pipeline(transaction=True) as pipe:
+            pipe.hincrby(self.keys.index_usage(index), "rerank_requests", count)
+            pipe.hincrby(self.keys.usage_all, "rerank_requests", count)
+            pipe.execute()
 
     def forget(self, index: str) -> None:
         """Drop a deleted index's usage (from the totals too, so `(other)` stays right)."""

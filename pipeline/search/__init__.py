@@ -1,15 +1,18 @@
 """Search: the request and response, the index and embedder a search runs against, retrieval
-by vector, keyword or both, and RRF fusion."""
+by vector, keyword or both, RRF fusion and the rerank stage."""
 
-from pipeline.search.query import search
+from pipeline.search.query import search, search_outcome
 from pipeline.search.request import SearchMode, SearchRequest, SearchResponse
+from pipeline.search.reranking import Reranking
 from pipeline.search.target import SearchTarget, resolve_target
 
 __all__ = [
+    "Reranking",
     "SearchMode",
     "SearchRequest",
     "SearchResponse",
     "SearchTarget",
     "resolve_target",
     "search",
+    "search_outcome",
 ]

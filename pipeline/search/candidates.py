@@ -10,7 +10,8 @@ number.
 
 A response holds one version of each document: among the candidates, a document keeps only
 the chunks of its highest version (two versions are live for a moment while one replaces the
-other). Then come `score_threshold`, `max_chunks_per_document` and `top_k`, in that order.
+other). Then come the rerank stage (`pipeline.search.reranking`), when on, and then
+`score_threshold`, `max_chunks_per_document` and `top_k`, in that order.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ class Candidate:
     score: float
     vector: float | None = None
     keyword: float | None = None
+    rerank: float | None = None
+    vector_rank: int | None = None
+    """Place in the dense list, from 1 (for `explain`)."""
+    keyword_rank: int | None = None
+    rerank_rank: int | None = None
 
 
 def candidate_limit(top_k: int) -> int:
@@ -49,25 +55,40 @@ def fuse(
     """Fuse two ranked lists by RRF, best first; ties keep first-seen order (dense first)."""
     fused: dict[str, Candidate] = {}
     for rank, hit in enumerate(dense):
-        fused[hit.id] = Candidate(hit, 1.0 / (k + rank), vector=hit.score)
+        fused[hit.id] = Candidate(hit, 1.0 / (k + rank), vector=hit.score, vector_rank=rank + 1)
     for rank, hit in enumerate(keyword):
         if (candidate := fused.get(hit.id)) is None:
-            fused[hit.id] = Candidate(hit, 1.0 / (k + rank), keyword=hit.score)
+            fused[hit.id] = Candidate(
+                hit, 1.0 / (k + rank), keyword=hit.score, keyword_rank=rank + 1
+            )
         else:
             candidate.score += 1.0 / (k + rank)
             candidate.keyword = hit.score
+            candidate.keyword_rank = rank + 1
     return sorted(fused.values(), key=lambda candidate: candidate.score, reverse=True)
 
 
-def select(candidates: list[Candidate], request: SearchRequest) -> list[Candidate]:
-    """Apply version consistency, the threshold, the per-document cap and top_k, in order."""
+def newest_versions(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates of each document's highest version among them, in order."""
     newest: dict[str, int] = {}
     for candidate in candidates:
         chunk = candidate.chunk
         newest[chunk.document_id] = max(chunk.version, newest.get(chunk.document_id, 0))
-    kept = [c for c in candidates if c.chunk.version == newest[c.chunk.document_id]]
+    return [c for c in candidates if c.chunk.version == newest[c.chunk.document_id]]
+
+
+def select(
+    candidates: list[Candidate], request: SearchRequest, *, reranked: bool = False
+) -> list[Candidate]:
+    """Apply version consistency, the threshold, the per-document cap and top_k, in order.
+
+    `reranked`: the threshold applies to the rerank score (higher is better)."""
+    kept = newest_versions(candidates)
     if (threshold := request.score_threshold) is not None:
-        kept = [c for c in kept if _passes(c, request.mode, threshold)]
+        if reranked:
+            kept = [c for c in kept if c.rerank is not None and c.rerank >= threshold]
+        else:
+            kept = [c for c in kept if _passes(c, request.mode, threshold)]
     kept.sort(key=lambda candidate: candidate.score, reverse=True)
     if (cap := request.max_chunks_per_document) is not None:
         per_document: Counter[str] = Counter()

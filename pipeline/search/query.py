@@ -1,7 +1,8 @@
 """Search one index by meaning (vector), by exact terms (keyword), or both fused (hybrid).
 
 Hybrid fetches both candidate lists in one Qdrant round trip; `pipeline.search.candidates`
-fuses them and chooses which make the response.
+fuses them and chooses which make the response, after the rerank stage
+(`pipeline.search.reranking`) when it is on.
 """
 
 from __future__ import annotations
@@ -9,10 +10,24 @@ from __future__ import annotations
 import time
 
 from pipeline.embedders.base import QueryCache
+from pipeline.rerank import RerankSpec
 from pipeline.search.candidates import Candidate, candidate_limit, fuse, select
-from pipeline.search.request import Result, Scores, SearchRequest, SearchResponse
+from pipeline.search.request import (
+    Explain,
+    RerankError,
+    Result,
+    Scores,
+    SearchRequest,
+    SearchResponse,
+)
+from pipeline.search.reranking import (
+    Reranking,
+    RerankOutcome,
+    plan_rerank,
+    rerank_candidates,
+)
 from pipeline.search.target import SearchTarget
-from pipeline.sparse import encode_query
+from pipeline.sparse import analyze, encode_query
 from pipeline.store import SearchFilter, VectorStore
 
 
@@ -22,17 +37,37 @@ def search(
     request: SearchRequest,
     *,
     query_cache: QueryCache | None = None,
+    reranking: Reranking | None = None,
 ) -> SearchResponse:
     """Run `request` against `target` (see `resolve_target`), embedding the query with the
-    target's embedder (through `query_cache` when given)."""
+    target's embedder (through `query_cache` when given); `reranking` enables the rerank
+    stage (without it, a request's `rerank` is ignored)."""
+    return search_outcome(store, target, request, query_cache=query_cache, reranking=reranking)[0]
+
+
+def search_outcome(
+    store: VectorStore,
+    target: SearchTarget,
+    request: SearchRequest,
+    *,
+    query_cache: QueryCache | None = None,
+    reranking: Reranking | None = None,
+) -> tuple[SearchResponse, RerankOutcome]:
+    """`search`, and what its rerank stage did (for the index's usage)."""
     started = time.perf_counter()
     index, embedder = target.index, target.embedder
     search_filter = SearchFilter.parse(request.filter, schema=target.metadata_schema)
     limit = candidate_limit(request.top_k)
+    plan = plan_rerank(request, target.rerank, reranking)
+    if isinstance(plan, RerankSpec):
+        limit = max(limit, plan.candidates, request.top_k)
     if request.mode == "keyword":
         terms = encode_query(request.query)
         hits = store.query_sparse(index, terms, limit=limit, filter=search_filter)
-        candidates = [Candidate(hit, hit.score, keyword=hit.score) for hit in hits]
+        candidates = [
+            Candidate(hit, hit.score, keyword=hit.score, keyword_rank=rank)
+            for rank, hit in enumerate(hits, 1)
+        ]
     else:
         if query_cache is not None:
             vector = query_cache.get_or_embed(embedder, request.query)
@@ -40,7 +75,10 @@ def search(
             vector = embedder.embed_query(request.query)
         if request.mode == "vector":
             hits = store.query_dense(index, vector, limit=limit, filter=search_filter)
-            candidates = [Candidate(hit, hit.score, vector=hit.score) for hit in hits]
+            candidates = [
+                Candidate(hit, hit.score, vector=hit.score, vector_rank=rank)
+                for rank, hit in enumerate(hits, 1)
+            ]
         else:
             dense, keyword = store.query_both(
                 index,
@@ -50,19 +88,44 @@ def search(
                 filter=search_filter,
             )
             candidates = fuse(dense, keyword)
-    results = [_result(candidate) for candidate in select(candidates, request)]
+    candidates, outcome = rerank_candidates(candidates, request, plan, reranking)
+    chosen = select(candidates, request, reranked=outcome.reranked)
+    query_terms = _unique(analyze(request.query)) if request.explain else None
+    results = [_result(candidate, query_terms) for candidate in chosen]
     took_ms = (time.perf_counter() - started) * 1000
-    return SearchResponse(results=results, took_ms=round(took_ms, 3))
+    error = outcome.error
+    response = SearchResponse(
+        results=results,
+        took_ms=round(took_ms, 3),
+        reranked=outcome.reranked,
+        rerank_error=None if error is None else RerankError(code=error.code, message=error.message),
+    )
+    return response, outcome
 
 
-def _result(candidate: Candidate) -> Result:
+def _unique(terms: list[str]) -> list[str]:
+    return list(dict.fromkeys(terms))
+
+
+def _explain(candidate: Candidate, query_terms: list[str]) -> Explain:
+    chunk = candidate.chunk
+    held = set(analyze("\n".join([*chunk.headings, chunk.text])))
+    return Explain(
+        vector_rank=candidate.vector_rank,
+        keyword_rank=candidate.keyword_rank,
+        rerank_rank=candidate.rerank_rank,
+        matched_terms=[term for term in query_terms if term in held],
+    )
+
+
+def _result(candidate: Candidate, query_terms: list[str] | None) -> Result:
     chunk = candidate.chunk
     return Result(
         document_id=chunk.document_id,
         chunk_index=chunk.chunk_index,
         text=chunk.text,
         score=candidate.score,
-        scores=Scores(vector=candidate.vector, keyword=candidate.keyword),
+        scores=Scores(vector=candidate.vector, keyword=candidate.keyword, rerank=candidate.rerank),
         filename=chunk.filename,
         format=chunk.format,
         page_start=chunk.page_start,
@@ -70,4 +133,5 @@ def _result(candidate: Candidate) -> Result:
         headings=chunk.headings,
         metadata=chunk.metadata,
         ocr=chunk.ocr,
+        explain=None if query_terms is None else _explain(candidate, query_terms),
     )

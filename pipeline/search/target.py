@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pipeline.embedders.base import Embedder, EmbeddingConfig, check_embedder_matches
 from pipeline.errors import IndexNotFound
+from pipeline.rerank import RerankConfig
 from pipeline.store import VectorStore
 from pipeline.store.schema import FieldType
 
@@ -28,6 +29,8 @@ class SearchTarget:
     embedder: Embedder
     metadata_schema: Mapping[str, FieldType] | None = None
     """The index's declared metadata fields, which filters are checked against."""
+    rerank: RerankConfig | None = None
+    """The index's default second stage, as its config held when the search began."""
 
 
 def resolve_target(store: VectorStore, index: str, *, embedder_for: EmbedderFor) -> SearchTarget:
@@ -38,4 +41,9 @@ def resolve_target(store: VectorStore, index: str, *, embedder_for: EmbedderFor)
         raise IndexNotFound(f"Index '{index}' does not exist.")
     embedder = embedder_for(config.embedding)
     check_embedder_matches(index, config.embedding, embedder)
-    return SearchTarget(index=index, embedder=embedder, metadata_schema=config.metadata_schema)
+    return SearchTarget(
+        index=index,
+        embedder=embedder,
+        metadata_schema=config.metadata_schema,
+        rerank=config.rerank,
+    )

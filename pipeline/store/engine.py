@@ -56,7 +56,7 @@ class Engine(Protocol):
         ...
 
     def replace_config(self, index: str, config: IndexConfig) -> None:
-        """Store `config` as the index's config (what may change: the metadata schema)."""
+        """Store `config` as the index's config (what may change: metadata schema, rerank)."""
         ...
 
     def index_config(self, index: str) -> IndexConfig | None:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import EmbeddingConfig
 from pipeline.errors import InvalidIndexName
+from pipeline.rerank.config import RerankConfig
 from pipeline.sparse import SparseTerms
 from pipeline.store.schema import FieldType
 
@@ -54,6 +55,8 @@ class IndexConfig(BaseModel):
     created_at: str = Field(default_factory=_now_rfc3339)
     metadata_schema: dict[str, FieldType] | None = None
     """Declared user metadata fields (`pipeline.store.schema`); fields may be added later."""
+    rerank: RerankConfig | None = None
+    """The default second stage of its searches; may change at any time."""
 
     def conflicts_with(self, other: IndexConfig) -> bool:
         """Whether `other` asks for different vectors or chunks (description/time aside)."""
@@ -90,6 +93,7 @@ class IndexInfo(BaseModel):
     chunks: int
     created_at: str
     metadata_schema: dict[str, FieldType] | None = None
+    rerank: RerankConfig | None = None
 
 
 class StoredDocument(BaseModel):
@@ -226,7 +230,7 @@ def stored_document(payload: dict[str, Any]) -> StoredDocument:
 
 RESULT_PAYLOAD_KEYS = (
     "document_id", "version", "chunk_index", "text", "filename", "format", "page_start",
-    "page_end", "headings", "metadata", "ocr",
+    "page_end", "headings", "metadata", "ocr", "title",
 )  # fmt: skip
 """Payload keys read for a search hit."""
 
@@ -248,6 +252,7 @@ class ScoredChunk:
     headings: list[str]
     metadata: dict[str, Any]
     ocr: dict[str, Any] | None = None
+    title: str | None = None
 
     @classmethod
     def from_payload(cls, point_id: str, score: float, payload: dict[str, Any]) -> ScoredChunk:
@@ -265,4 +270,5 @@ class ScoredChunk:
             headings=list(payload.get("headings") or []),
             metadata=payload.get("metadata") or {},
             ocr=payload.get("ocr"),
+            title=payload.get("title"),
         )

@@ -125,6 +125,9 @@ class VectorStore:
                 existing = existing.model_copy(update={"metadata_schema": schema})
                 self.engine.replace_config(name, existing)
                 self._index_declared_fields(name, added)
+            if existing.rerank != config.rerank:  # may change at any time
+                existing = existing.model_copy(update={"rerank": config.rerank})
+                self.engine.replace_config(name, existing)
             return self._info(name, existing), False
 
     def _index_declared_fields(self, index: str, schema: Mapping[str, FieldType]) -> None:
@@ -178,6 +181,7 @@ class VectorStore:
             chunks=sum(document.chunks for document in documents),
             created_at=config.created_at,
             metadata_schema=config.metadata_schema,
+            rerank=config.rerank,
         )
 
     # --- points -------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from pipeline.errors import (
     InvalidIndexName,
     StoreLocked,
 )
+from pipeline.rerank import RerankConfig
 from pipeline.settings import ChunkUnit, Settings
 from pipeline.sparse import encode_document, encode_query
 from pipeline.store import (
@@ -205,6 +206,28 @@ def test_foreign_collection_with_the_prefix(tmp_path: Path) -> None:
         assert store.list_indexes() == []
         with pytest.raises(IndexConflict, match="not made by docingest"):
             store.create_index("alien", CONFIG)
+
+
+def test_an_index_rerank_changes_in_place_and_survives_a_reopen(
+    store: VectorStore, tmp_path: Path
+) -> None:
+    """The one setting that may change once vectors exist (issue 28): the stored config
+    takes the new `rerank`, other settings stay, and another process reads it."""
+    store.create_index("docs", CONFIG)
+    stored(store, "docs", "d1", 1, ["one", "two"])
+    wanted = RerankConfig(provider="tei", candidates=30)
+    info, created = store.create_index("docs", CONFIG.model_copy(update={"rerank": wanted}))
+    assert not created and info.rerank == wanted and info.chunks == 2
+    config = store.index_config("docs")
+    assert config is not None and config.rerank == wanted
+    assert config.embedding == CONFIG.embedding and config.created_at == info.created_at
+    cleared, _ = store.create_index("docs", CONFIG)
+    assert cleared.rerank is None and store.index_config("docs").rerank is None  # type: ignore[union-attr]
+    if isinstance(store.engine, EdgeEngine):  # the embedded store: reopen it
+        store.create_index("docs", CONFIG.model_copy(update={"rerank": wanted}))
+        store.close()
+        with VectorStore.open(store_settings("edge", tmp_path)) as reopened:
+            assert reopened.index_config("docs").rerank == wanted  # type: ignore[union-attr]
 
 
 def test_an_edge_index_whose_creation_was_cut_short_is_made_anew(tmp_path: Path) -> None:
