@@ -14,8 +14,8 @@ from docingest._async_client import AsyncClient
 from docingest._client import Client
 from docingest._core import RetryPolicy
 from docingest.errors import (
-    ConnectionProblem,
     Conflict,
+    ConnectionProblem,
     DocingestError,
     DocumentNotFound,
     Forbidden,

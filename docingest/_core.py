@@ -65,7 +65,8 @@ def seg(value: str) -> str:
 
 Source = str | os.PathLike[str] | bytes | IO[bytes]
 """What an upload reads: a path, the bytes themselves, or a binary stream (read in chunks as
-it is sent, never whole into memory)."""
+it is sent, never whole into memory; a seekable stream is sent from its start, as httpx does,
+and can then be sent again for a retry)."""
 
 
 @dataclass
@@ -85,8 +86,7 @@ class Upload:
             path = Path(source)
             return cls(path, filename or path.name)
         name = filename or Path(str(getattr(source, "name", "") or "upload.bin")).name
-        start = source.tell() if _seekable(source) else None
-        return cls(source, name, _start=start)
+        return cls(source, name, _start=0 if _seekable(source) else None)
 
     @property
     def replayable(self) -> bool:

@@ -9,8 +9,8 @@ from typing import Any
 
 from docingest._core import Call, Source, Upload, field_of, model, nothing, seg, text
 from docingest.models import (
-    ChunkPage,
     Chunking,
+    ChunkPage,
     DeleteResult,
     Delivery,
     DeliveryList,
@@ -19,6 +19,7 @@ from docingest.models import (
     Embedding,
     Expand,
     FieldType,
+    IndexDetail,
     IndexInfo,
     IndexList,
     IndexSettings,
@@ -90,14 +91,14 @@ def create_index(
     return Call("PUT", f"/v1/indexes/{seg(index)}", model(IndexInfo), json=body.to_json())
 
 
-def list_indexes() -> Call[list[IndexInfo]]:
+def list_indexes() -> Call[list[IndexDetail]]:
     """`GET /v1/indexes`: every index this key may use."""
     return Call("GET", "/v1/indexes", field_of(IndexList, "indexes"))
 
 
-def get_index(index: str) -> Call[IndexInfo]:
-    """`GET /v1/indexes/{index}`."""
-    return Call("GET", f"/v1/indexes/{seg(index)}", model(IndexInfo))
+def get_index(index: str) -> Call[IndexDetail]:
+    """`GET /v1/indexes/{index}`: settings, counts and usage."""
+    return Call("GET", f"/v1/indexes/{seg(index)}", model(IndexDetail))
 
 
 def delete_index(index: str) -> Call[None]:
@@ -311,4 +312,3 @@ def chunks_page(index: str, document_id: str, page_size: int | None) -> Any:
 
 def jobs_page(index: str | None, status: str | None, page_size: int | None) -> Any:
     return lambda cursor: list_jobs(index=index, status=status, limit=page_size, cursor=cursor)
-

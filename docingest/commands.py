@@ -316,8 +316,7 @@ def job_text(job: Job) -> Text:
         ("pages", f"{job.pages_done}/{_count(job.pages_total)}"),
         (
             "chunks",
-            f"{job.chunks_embedded}/{_count(job.chunks_total)} embedded, "
-            f"{job.chunks_done} stored",
+            f"{job.chunks_embedded}/{_count(job.chunks_total)} embedded, {job.chunks_done} stored",
         ),
         ("attempts", str(job.attempts)),
     ]

@@ -17,13 +17,22 @@ from docingest.models.indexes import (
     Chunking,
     Embedding,
     FieldType,
+    IndexDetail,
     IndexInfo,
     IndexList,
     IndexSettings,
     IndexUsage,
     Rerank,
 )
-from docingest.models.jobs import TERMINAL, Job, JobList, JobResult, JobStage, JobStatus, UploadAccepted
+from docingest.models.jobs import (
+    TERMINAL,
+    Job,
+    JobList,
+    JobResult,
+    JobStage,
+    JobStatus,
+    UploadAccepted,
+)
 from docingest.models.search import (
     Context,
     Excerpt,
@@ -63,6 +72,7 @@ __all__ = [
     "Expand",
     "Explain",
     "FieldType",
+    "IndexDetail",
     "IndexInfo",
     "IndexList",
     "IndexSettings",

@@ -60,7 +60,7 @@ class IndexSettings(Body):
 
 
 class IndexInfo(Model):
-    """`GET /v1/indexes/{index}` (and the answer to `PUT`)."""
+    """An index's settings and counts: the answer to `PUT /v1/indexes/{index}`."""
 
     name: str
     embedding: Embedding
@@ -69,12 +69,16 @@ class IndexInfo(Model):
     documents: int = 0
     chunks: int = 0
     created_at: str | None = None
-    usage: IndexUsage | None = None
-    """Not in the answer to `PUT`."""
     rerank: Rerank | None = None
     metadata_schema: dict[str, FieldType] | None = None
     contextual_headers: bool | None = None
 
 
+class IndexDetail(IndexInfo):
+    """`GET /v1/indexes/{index}`: the index with its cumulative usage."""
+
+    usage: IndexUsage = Field(default_factory=IndexUsage)
+
+
 class IndexList(Model):
-    indexes: list[IndexInfo] = Field(default_factory=list)
+    indexes: list[IndexDetail] = Field(default_factory=list)
