@@ -13,6 +13,7 @@ import httpx
 
 from docingest import _operations as ops
 from docingest._core import (
+    DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
     Call,
     Pager,
@@ -52,7 +53,7 @@ class AsyncClient:
         *,
         api_key: str | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = (base_url or default_base_url()).rstrip("/")

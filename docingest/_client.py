@@ -7,12 +7,13 @@ import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 from docingest import _operations as ops
 from docingest._core import (
+    DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
     Call,
     Pager,
@@ -28,6 +29,9 @@ from docingest._core import (
 )
 from docingest.errors import JobFailed
 from docingest.models import Chunk, Document, Job, UploadAccepted
+
+if TYPE_CHECKING:
+    from docingest._async_client import AsyncClient
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -54,11 +58,13 @@ class Client:
         *,
         api_key: str | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = (base_url or default_base_url()).rstrip("/")
         self.retry = retry
+        self._api_key = api_key
+        self._timeout = timeout
         self._http = httpx.Client(
             base_url=self.base_url,
             headers=client_headers(api_key),
@@ -68,6 +74,14 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+
+    def to_async(self) -> AsyncClient:
+        """An `AsyncClient` of the same service, key, timeout and retry policy."""
+        from docingest._async_client import AsyncClient
+
+        return AsyncClient(
+            self.base_url, api_key=self._api_key, timeout=self._timeout, retry=self.retry
+        )
 
     def __enter__(self) -> Client:
         return self

@@ -235,7 +235,7 @@ class RetryPolicy:
         return wait if wait <= self.max_wait else None
 
 
-NO_RETRY = RetryPolicy(max_retries=0)
+DEFAULT_RETRY = RetryPolicy()
 
 
 @dataclass

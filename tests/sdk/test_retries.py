@@ -142,7 +142,7 @@ def test_a_stream_that_cannot_rewind_is_sent_once_in_chunks(server: str, flaky: 
     stream = OneWayStream(8 << 20)
     with docingest.Client(server) as client:
         with pytest.raises(docingest.Unavailable):
-            client.upload("idx", stream, filename="pipe.bin")
+            client.upload("idx", io.BufferedReader(stream), filename="pipe.bin")
     assert flaky.seen == 1  # not retried: the bytes are gone
     assert len(flaky.bodies[0]) == 8 << 20
     assert stream.largest_read <= 1 << 20  # streamed, never read whole
