@@ -11,6 +11,7 @@ are counted with the service's `docingest_uploads_total` counter.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import machine
 from bench._service_tools import code_version
+from docingest.folder_sync import SYNC_KEY
 from tests.support.docingest_service import DOCINGEST, ServiceEnv, start, wait_until_up
 from tests.support.redis_db import purge_keys
 
@@ -78,7 +80,12 @@ def main() -> int:
             first = run(env.base_url, "sync", str(folder), "--index", "bench-sync")
             print(f"first sync: {first[0]:.1f} s, {first[1]} uploads ({first[2]})", flush=True)
             again = run(env.base_url, "sync", str(folder), "--index", "bench-sync")
-            naive = run(env.base_url, "ingest", str(folder), "--index", "bench-sync")
+            # The previous way, like for like: the same metadata (the sync's mark), so the
+            # service answers every upload `unchanged` and the documents stay the sync's.
+            mark = json.dumps({SYNC_KEY: folder.resolve().as_posix()})
+            naive = run(
+                env.base_url, "ingest", str(folder), "--index", "bench-sync", "--metadata", mark
+            )
             again_2 = run(env.base_url, "sync", str(folder), "--index", "bench-sync")
         finally:
             process.stop()

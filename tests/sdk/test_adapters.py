@@ -35,8 +35,8 @@ SOURCE_KEYS = {"document_id", "filename", "page_start", "page_end", "headings", 
 
 
 @pytest.fixture(scope="module")
-def client(serve_env: ServiceEnv) -> Iterator[docingest.Client]:
-    with docingest.Client(serve_env.base_url) as client:
+def client(sdk_serve: ServiceEnv) -> Iterator[docingest.Client]:
+    with docingest.Client(sdk_serve.base_url) as client:
         client.ingest(INDEX, EXAMPLES_DIR / "rfc6455-websocket.txt", metadata={"kind": "rfc"})
         yield client
 
@@ -116,19 +116,19 @@ def files(tmp_path: Path) -> tuple[Path, Path, Path]:
     return allowed_dir, allowed, outside
 
 
-def environ(serve_env: ServiceEnv) -> dict[str, str]:
+def environ(sdk_serve: ServiceEnv) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOCINGEST_")}
-    return env | {"DOCINGEST_URL": serve_env.base_url}
+    return env | {"DOCINGEST_URL": sdk_serve.base_url}
 
 
 def test_mcp_over_stdio(
-    client: docingest.Client, serve_env: ServiceEnv, files: tuple[Path, Path, Path]
+    client: docingest.Client, sdk_serve: ServiceEnv, files: tuple[Path, Path, Path]
 ) -> None:
     allowed_dir, allowed, outside = files
     params = StdioServerParameters(
         command=str(DOCINGEST),
         args=["mcp", "--allow-path", str(allowed_dir)],
-        env=environ(serve_env),
+        env=environ(sdk_serve),
     )
 
     async def scenario() -> dict[str, Any]:
@@ -139,11 +139,11 @@ def test_mcp_over_stdio(
 
 
 def test_mcp_over_streamable_http(
-    client: docingest.Client, serve_env: ServiceEnv, files: tuple[Path, Path, Path]
+    client: docingest.Client, sdk_serve: ServiceEnv, files: tuple[Path, Path, Path]
 ) -> None:
     allowed_dir, allowed, outside = files
     port = free_port()
-    env = environ(serve_env) | {"DOCINGEST_MCP_ALLOW_PATHS": json.dumps([str(allowed_dir)])}
+    env = environ(sdk_serve) | {"DOCINGEST_MCP_ALLOW_PATHS": json.dumps([str(allowed_dir)])}
     process = subprocess.Popen(
         [str(DOCINGEST), "mcp", "--transport", "http", "--port", str(port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

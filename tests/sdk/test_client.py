@@ -22,8 +22,8 @@ RFC = EXAMPLES_DIR / "rfc6455-websocket.txt"
 
 
 @pytest.fixture(scope="module")
-def client(serve_env: ServiceEnv) -> Iterator[docingest.Client]:
-    with docingest.Client(serve_env.base_url) as client:
+def client(sdk_serve: ServiceEnv) -> Iterator[docingest.Client]:
+    with docingest.Client(sdk_serve.base_url) as client:
         yield client
 
 
@@ -115,9 +115,9 @@ def test_wait_gives_up_at_its_timeout(ingested: dict[str, Job]) -> None:
     assert isinstance(raised.value, TimeoutError) and raised.value.job is running
 
 
-def test_the_async_client_does_the_same(serve_env: ServiceEnv, ingested: dict[str, Job]) -> None:
+def test_the_async_client_does_the_same(sdk_serve: ServiceEnv, ingested: dict[str, Job]) -> None:
     async def scenario() -> tuple[str, list[str], str]:
-        async with docingest.AsyncClient(serve_env.base_url) as client:
+        async with docingest.AsyncClient(sdk_serve.base_url) as client:
             job = await client.ingest(INDEX, b"Async upload about the budget.", filename="a.txt")
             ids = [doc.document_id async for doc in client.iter_documents(INDEX, page_size=2)]
             hits = await client.search(INDEX, "budget", mode="keyword", top_k=1)

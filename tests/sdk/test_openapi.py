@@ -95,10 +95,10 @@ def endpoint(call: Call[Any]) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def openapi(serve_env: ServiceEnv) -> Json:
+def openapi(sdk_serve: ServiceEnv) -> Json:
     """The schema a real `docingest serve` publishes."""
     return dict(
-        httpx.get(f"{serve_env.base_url}/openapi.json", timeout=60).raise_for_status().json()
+        httpx.get(f"{sdk_serve.base_url}/openapi.json", timeout=60).raise_for_status().json()
     )
 
 

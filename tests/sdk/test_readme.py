@@ -28,10 +28,10 @@ def test_the_example_is_five_lines() -> None:
     assert len(lines) == 5, lines
 
 
-def test_the_readme_example_runs(serve_env: ServiceEnv, tmp_path: Path) -> None:
+def test_the_readme_example_runs(sdk_serve: ServiceEnv, tmp_path: Path) -> None:
     shutil.copy(EXAMPLES_DIR / "rfc6455-websocket.txt", tmp_path / "report.pdf")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DOCINGEST_")}
-    environ["DOCINGEST_URL"] = serve_env.base_url
+    environ["DOCINGEST_URL"] = sdk_serve.base_url
     run = subprocess.run(
         [sys.executable, "-c", sdk_example()],
         cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300,
