@@ -25,8 +25,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import machine
-from bench._service_tools import code_version
+from _common import machine
+from _service_tools import code_version
+
 from docingest.folder_sync import SYNC_KEY
 from tests.support.docingest_service import DOCINGEST, ServiceEnv, start, wait_until_up
 from tests.support.redis_db import purge_keys

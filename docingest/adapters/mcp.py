@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from docingest import AsyncClient
 from docingest.adapters.fetch_policy import FetchPolicy, NotAllowed
 from docingest.adapters.source import hit_fields
+from docingest.models import SearchMode
 
 INSTRUCTIONS = (
     "Search documents ingested into docingest. Call list_indexes first, then search an index; "
@@ -33,7 +34,7 @@ def build_server(client: AsyncClient, policy: FetchPolicy) -> MCPServer:
         index: str,
         query: str,
         top_k: int = 5,
-        mode: str | None = None,
+        mode: SearchMode | None = None,
         filter: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Search an index. `mode` is hybrid (default), vector or keyword; `filter` matches
@@ -43,7 +44,7 @@ def build_server(client: AsyncClient, policy: FetchPolicy) -> MCPServer:
             query,
             top_k=top_k,
             mode=mode,
-            filter=filter,  # type: ignore[arg-type]
+            filter=filter,
         )
         results = [
             {"text": hit.best_text, **hit_fields(hit, index=index)} for hit in response.results

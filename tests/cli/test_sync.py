@@ -14,7 +14,8 @@ import pytest
 import docingest
 from docingest.folder_sync import SYNC_KEY
 from docingest.models import Document
-from tests.support.docingest_service import DOCINGEST, ServiceEnv
+from tests.sdk.conftest import SERVE_START_TIMEOUT
+from tests.support.docingest_service import DOCINGEST, ServiceEnv, running_serve
 
 INDEX = "sync-docs"
 
@@ -30,6 +31,14 @@ def sync(
 
 def _run(argv: Sequence[str], environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def serve_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
+    """The module's `docingest serve`, given time to start on a loaded machine."""
+    env = ServiceEnv(data_dir=tmp_path_factory.mktemp("sync-serve"))
+    with running_serve(env, timeout=SERVE_START_TIMEOUT):
+        yield env
 
 
 @pytest.fixture(scope="module")

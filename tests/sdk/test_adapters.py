@@ -30,14 +30,14 @@ from tests.support.paths import EXAMPLES_DIR
 from tests.support.waiting import wait_until
 
 INDEX = "sdk-adapters"
-QUERY = "How is a WebSocket connection closed?"
+QUERY = "Which document formats does Docling parse?"
 SOURCE_KEYS = {"document_id", "filename", "page_start", "page_end", "headings", "score", "scores"}
 
 
 @pytest.fixture(scope="module")
 def client(sdk_serve: ServiceEnv) -> Iterator[docingest.Client]:
     with docingest.Client(sdk_serve.base_url) as client:
-        client.ingest(INDEX, EXAMPLES_DIR / "rfc6455-websocket.txt", metadata={"kind": "rfc"})
+        client.ingest(INDEX, EXAMPLES_DIR / "docling-README.md", metadata={"kind": "readme"})
         yield client
 
 
@@ -47,9 +47,9 @@ def test_langchain_retriever_returns_excerpts_sources_and_scores(client: docinge
     assert 0 < len(documents) <= 3
     first = documents[0]
     assert SOURCE_KEYS <= set(first.metadata) and first.metadata["index"] == INDEX
-    assert first.metadata["document_id"] == "rfc6455-websocket.txt"
+    assert first.metadata["document_id"] == "docling-README.md"
     assert first.metadata["scores"]["vector"] is not None
-    assert first.page_content and first.id == f"{INDEX}/rfc6455-websocket.txt#" + str(
+    assert first.page_content and first.id == f"{INDEX}/docling-README.md#" + str(
         first.metadata["chunk_index"]
     )
     again = asyncio.run(retriever.ainvoke(QUERY))
@@ -95,11 +95,9 @@ async def exercise(session: ClientSession, allowed: Path, outside: Path) -> dict
 def check(seen: dict[str, Any]) -> None:
     assert seen["names"] == {"search", "list_indexes", "list_documents", "ingest"}
     hit = seen["search"]["results"][0]
-    assert hit["text"] and SOURCE_KEYS <= set(hit) and hit["document_id"].startswith("rfc6455")
+    assert hit["text"] and SOURCE_KEYS <= set(hit) and hit["document_id"] == "docling-README.md"
     assert INDEX in {index["name"] for index in seen["indexes"]["indexes"]}
-    assert [doc["document_id"] for doc in seen["documents"]["documents"]] == [
-        "rfc6455-websocket.txt"
-    ]
+    assert [doc["document_id"] for doc in seen["documents"]["documents"]] == ["docling-README.md"]
     assert seen["ingested"]["status"] == "completed"
     assert seen["refused"].is_error
     assert "not allowed" in seen["refused"].content[0].text

@@ -29,7 +29,7 @@ def test_the_example_is_five_lines() -> None:
 
 
 def test_the_readme_example_runs(sdk_serve: ServiceEnv, tmp_path: Path) -> None:
-    shutil.copy(EXAMPLES_DIR / "rfc6455-websocket.txt", tmp_path / "report.pdf")
+    shutil.copy(EXAMPLES_DIR / "docling-README.md", tmp_path / "report.pdf")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DOCINGEST_")}
     environ["DOCINGEST_URL"] = sdk_serve.base_url
     run = subprocess.run(
