@@ -8,12 +8,15 @@ allows (`FetchPolicy`): nothing is readable or fetchable unless allowed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
-from docingest import AsyncClient
+from docingest import AsyncClient, DocingestError
 from docingest.adapters.fetch_policy import FetchPolicy, NotAllowed
 from docingest.adapters.source import hit_fields
 from docingest.models import SearchMode
@@ -23,6 +26,18 @@ INSTRUCTIONS = (
     "each result has the text (the best excerpt of the chunk), its source (document, pages, "
     "headings) and its scores."
 )
+
+
+@contextmanager
+def _told() -> Iterator[None]:
+    """The service's refusals as `ToolError`, whose message the agent reads (any other
+    exception reaches it only as "Error executing tool")."""
+    try:
+        yield
+    except DocingestError as exc:
+        raise ToolError(str(exc)) from exc
+    except NotAllowed as exc:
+        raise ToolError(f"not allowed: {exc}") from exc
 
 
 def build_server(client: AsyncClient, policy: FetchPolicy) -> MCPServer:
@@ -39,13 +54,8 @@ def build_server(client: AsyncClient, policy: FetchPolicy) -> MCPServer:
     ) -> dict[str, Any]:
         """Search an index. `mode` is hybrid (default), vector or keyword; `filter` matches
         metadata, e.g. {"department": "legal"} or {"year": {"gte": 2020}}."""
-        response = await client.search(
-            index,
-            query,
-            top_k=top_k,
-            mode=mode,
-            filter=filter,
-        )
+        with _told():
+            response = await client.search(index, query, top_k=top_k, mode=mode, filter=filter)
         results = [
             {"text": hit.best_text, **hit_fields(hit, index=index)} for hit in response.results
         ]
@@ -54,7 +64,8 @@ def build_server(client: AsyncClient, policy: FetchPolicy) -> MCPServer:
     @server.tool()
     async def list_indexes() -> dict[str, Any]:
         """The indexes, with their document and chunk counts."""
-        indexes = await client.list_indexes()
+        with _told():
+            indexes = await client.list_indexes()
         return {
             "indexes": [
                 {
@@ -72,7 +83,8 @@ def build_server(client: AsyncClient, policy: FetchPolicy) -> MCPServer:
         index: str, limit: int = 50, cursor: str | None = None
     ) -> dict[str, Any]:
         """One page of an index's documents; pass `next_cursor` back for the next."""
-        page = await client.list_documents(index, limit=limit, cursor=cursor)
+        with _told():
+            page = await client.list_documents(index, limit=limit, cursor=cursor)
         documents = [
             {"document_id": doc.document_id, "filename": doc.filename, "format": doc.format,
              "pages": doc.pages, "chunks": doc.chunks, "metadata": doc.metadata,
@@ -91,22 +103,21 @@ def build_server(client: AsyncClient, policy: FetchPolicy) -> MCPServer:
     ) -> dict[str, Any]:
         """Ingest a file (a path on the server's machine) or an http(s) URL into an index,
         if the operator allows that path or URL; with `wait`, until the job ends."""
-        try:
+        with _told():
             if source.startswith(("http://", "https://")):
                 path, name = await asyncio.to_thread(policy.fetch, source)
                 temporary = True
             else:
                 path, name, temporary = policy.check_path(source), "", False
-        except NotAllowed as exc:
-            raise ValueError(f"not allowed: {exc}") from exc
         try:
-            accepted = await client.upload(
-                index, path, filename=name or path.name, document_id=document_id,
-                metadata=metadata,
-            )  # fmt: skip
-            if not wait:
-                return accepted.to_json()
-            job = await client.wait(accepted, raise_on_failure=False)
+            with _told():
+                accepted = await client.upload(
+                    index, path, filename=name or path.name, document_id=document_id,
+                    metadata=metadata,
+                )  # fmt: skip
+                if not wait:
+                    return accepted.to_json()
+                job = await client.wait(accepted, raise_on_failure=False)
         finally:
             if temporary:
                 Path(path).unlink(missing_ok=True)

@@ -14,8 +14,12 @@ import pytest
 import docingest
 from docingest.folder_sync import SYNC_KEY
 from docingest.models import Document
-from tests.sdk.conftest import SERVE_START_TIMEOUT
-from tests.support.docingest_service import DOCINGEST, ServiceEnv, running_serve
+from tests.support.docingest_service import (
+    DOCINGEST,
+    LOADED_START_TIMEOUT,
+    ServiceEnv,
+    running_serve,
+)
 
 INDEX = "sync-docs"
 
@@ -37,7 +41,7 @@ def _run(argv: Sequence[str], environ: dict[str, str]) -> subprocess.CompletedPr
 def serve_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
     """The module's `docingest serve`, given time to start on a loaded machine."""
     env = ServiceEnv(data_dir=tmp_path_factory.mktemp("sync-serve"))
-    with running_serve(env, timeout=SERVE_START_TIMEOUT):
+    with running_serve(env, timeout=LOADED_START_TIMEOUT):
         yield env
 
 

@@ -7,15 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.docingest_service import ServiceEnv, running_serve
-
-SERVE_START_TIMEOUT = 600.0
-"""A start-up that takes over the default 120 s is a loaded machine, not a failure: these
-tests check what the service answers, not how fast it starts."""
+from tests.support.docingest_service import LOADED_START_TIMEOUT, ServiceEnv, running_serve
 
 
 @pytest.fixture(scope="session")
 def sdk_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
     env = ServiceEnv(data_dir=tmp_path_factory.mktemp("sdk-serve"))
-    with running_serve(env, timeout=SERVE_START_TIMEOUT):
+    with running_serve(env, timeout=LOADED_START_TIMEOUT):
         yield env

@@ -15,6 +15,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from llama_index.core.schema import QueryBundle
@@ -31,6 +32,10 @@ from tests.support.waiting import wait_until
 
 INDEX = "sdk-adapters"
 QUERY = "Which document formats does Docling parse?"
+# Loaded here, not lazily inside the MCP client's task: pytest rewrites anyio's modules (a
+# plugin) and CPython 3.11.7 can fail compiling one that deep in a stack (SystemError: AST
+# constructor recursion depth mismatch).
+OPEN_PROCESS = anyio.open_process
 SOURCE_KEYS = {"document_id", "filename", "page_start", "page_end", "headings", "score", "scores"}
 
 

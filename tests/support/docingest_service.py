@@ -121,6 +121,11 @@ def wait_until_up(process: Process, base_url: str, *, timeout: float = 120.0) ->
     raise RuntimeError(f"docingest did not answer within {timeout:.0f} s:\n{process.log()}")
 
 
+LOADED_START_TIMEOUT = 600.0
+"""For tests that check what the service answers, not how fast it starts: on a loaded shared
+machine a start-up can take over the default 120 s."""
+
+
 @contextmanager
 def running_serve(
     env: ServiceEnv, *, purge: bool = True, timeout: float = 120.0
