@@ -34,7 +34,7 @@ class DocingestRetriever(BaseRetriever):
     client: Client = Field(default_factory=Client, exclude=True)
     """DOCINGEST_URL and DOCINGEST_API_KEY by default."""
     async_client: AsyncClient | None = Field(default=None, exclude=True)
-    """For `ainvoke`; by default one with `client`'s address and key."""
+    """For `ainvoke`; without one, each call opens one with `client`'s address and key."""
     top_k: int = 5
     mode: SearchMode | None = None
     filter: dict[str, Any] | None = None
@@ -72,7 +72,9 @@ class DocingestRetriever(BaseRetriever):
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
-        if self.async_client is None:
-            self.async_client = self.client.to_async()
-        response = await self.async_client.search(self.index, query, **self._options())
+        if self.async_client is not None:
+            response = await self.async_client.search(self.index, query, **self._options())
+        else:  # one for this call: an httpx AsyncClient belongs to the event loop it ran in
+            async with self.client.to_async() as client:
+                response = await client.search(self.index, query, **self._options())
         return self._documents(response)

@@ -60,7 +60,10 @@ class DocingestRetriever(BaseRetriever):
         return self._nodes(response)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        if self.async_client is None:
-            self.async_client = self.client.to_async()
         query = query_bundle.query_str
-        return self._nodes(await self.async_client.search(self.index, query, **self.search_options))
+        if self.async_client is not None:
+            response = await self.async_client.search(self.index, query, **self.search_options)
+        else:  # one for this call: an httpx AsyncClient belongs to the event loop it ran in
+            async with self.client.to_async() as client:
+                response = await client.search(self.index, query, **self.search_options)
+        return self._nodes(response)
