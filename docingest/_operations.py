@@ -274,7 +274,9 @@ def put_webhook(
 ) -> Call[Webhook]:
     """v1.2 `PUT /v1/indexes/{index}/webhooks/{name}`: subscribe `url` to the index's events,
     signed with `secret` (check deliveries with `docingest.verify_signature`)."""
-    body = WebhookSubscription(url=url, events=events, secret=secret)
+    body = WebhookSubscription.model_validate(
+        {"url": url, "secret": secret} | ({"events": events} if events is not None else {})
+    )
     return Call(
         "PUT", f"/v1/indexes/{seg(index)}/webhooks/{seg(name)}", model(Webhook), json=body.to_json()
     )

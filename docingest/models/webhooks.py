@@ -9,14 +9,19 @@ from pydantic import Field
 from docingest.models._base import Body, Model
 
 WebhookEventName = Literal["job.completed", "job.failed", "job.cancelled", "document.deleted"]
+ALL_EVENTS: tuple[WebhookEventName, ...] = (
+    "job.completed", "job.failed", "job.cancelled", "document.deleted",
+)  # fmt: skip
+"""What a subscription gets when it names no events."""
 
 
 class WebhookSubscription(Body):
     """The body of `PUT /v1/indexes/{index}/webhooks/{name}`."""
 
     url: str
-    events: list[WebhookEventName] | None = None
+    events: list[WebhookEventName] = Field(default_factory=lambda: list(ALL_EVENTS))
     secret: str | None = None
+    """None: the server makes one and shows it once, in the answer's `secret`."""
 
 
 class Webhook(Model):
@@ -27,6 +32,9 @@ class Webhook(Model):
     url: str
     events: list[str] = Field(default_factory=list)
     created_at: str | None = None
+    updated_at: str | None = None
+    secret: str | None = None
+    """Only in the answer to `PUT`, and only when the server generated the secret."""
 
 
 class WebhookList(Model):
@@ -38,13 +46,17 @@ class Delivery(Model):
 
     id: str
     event: str | None = None
+    document_id: str | None = None
+    job_id: str | None = None
     status: str | None = None
-    attempts: int | None = None
+    attempts: int = 0
     created_at: str | None = None
-    delivered_at: str | None = None
+    last_attempt_at: str | None = None
     next_attempt_at: str | None = None
-    response_status: int | None = None
-    error: str | None = None
+    finished_at: str | None = None
+    last_response_code: int | None = None
+    last_error: str | None = None
+    last_duration_ms: float | None = None
 
 
 class DeliveryList(Model):
