@@ -71,6 +71,8 @@ class Job(Model):
     content_sha256: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     force: bool = False
+    callback_url: str | None = None
+    """v1.2: where this job's events are also delivered, when its upload named one."""
 
     @property
     def finished(self) -> bool:
