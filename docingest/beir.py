@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from docingest.client import ClientError, DocingestClient
-from pipeline.keys import TERMINAL_STATUSES
+from docingest import Client, DocingestError, NotFound
 
 RETRY_STATUSES = (503, 507)
 """Refusals that pass (the store busy, the staging area full): the upload is sent again."""
@@ -101,18 +100,16 @@ class IngestReport:
     seconds: float = 0.0
 
 
-def existing_documents(client: DocingestClient, index: str) -> set[str]:
+def existing_documents(client: Client, index: str) -> set[str]:
     """The ids of the documents stored in `index` (none when it does not exist yet)."""
     try:
-        return client.document_ids(index)
-    except ClientError as exc:
-        if exc.status == 404:
-            return set()
-        raise
+        return {document.document_id for document in client.iter_documents(index, page_size=1000)}
+    except NotFound:
+        return set()
 
 
 def ingest_corpus(
-    client: DocingestClient,
+    client: Client,
     index: str,
     corpus: Path,
     *,
@@ -162,7 +159,7 @@ def ingest_corpus(
                 document_id = str(record["_id"])
                 try:
                     pending[future.result()] = document_id
-                except ClientError as exc:
+                except DocingestError as exc:
                     if exc.status is None:
                         raise  # the service is gone: stop instead of failing every file
                     if exc.status in RETRY_STATUSES:
@@ -179,14 +176,14 @@ def ingest_corpus(
     return report
 
 
-def _upload(client: DocingestClient, index: str, scratch: Path, record: dict[str, Any]) -> str:
+def _upload(client: Client, index: str, scratch: Path, record: dict[str, Any]) -> str:
     document_id = str(record["_id"])
     # The file's name is the id; a scratch subfolder per upload keeps names distinct.
     folder = Path(tempfile.mkdtemp(dir=scratch))
     path = folder / f"{_safe_name(document_id)}.txt"
     path.write_text(corpus_text(record), encoding="utf-8")
     try:
-        return client.upload(path, index=index, document_id=document_id)["job_id"]
+        return client.upload(index, path, document_id=document_id).job_id
     finally:
         path.unlink(missing_ok=True)
         folder.rmdir()
@@ -197,14 +194,15 @@ def _safe_name(document_id: str) -> str:
     return name or "document"
 
 
-def _poll(client: DocingestClient, pending: dict[str, str], report: IngestReport) -> None:
+def _poll(client: Client, pending: dict[str, str], report: IngestReport) -> None:
     for job_id in list(pending):
-        job = client.job(job_id)
-        if job["status"] not in TERMINAL_STATUSES:
+        job = client.get_job(job_id)
+        if not job.finished:
             continue
         document_id = pending.pop(job_id)
-        if job["status"] == "completed":
+        if job.status == "completed":
             report.uploaded += 1
+        elif job.error is not None:
+            report.failed[document_id] = f"{job.error.code}: {job.error.message}"
         else:
-            error = job["error"] or {"code": job["status"], "message": "the job did not complete"}
-            report.failed[document_id] = f"{error['code']}: {error['message']}"
+            report.failed[document_id] = f"{job.status}: the job did not complete"

@@ -1,6 +1,6 @@
-"""`docingest`: run the service (`serve`, `api`, `worker`), talk to it (`ingest`, `search`,
-`status`, `eval`), preview how files will be cut before they are ingested (`inspect`), or move an
-index between stores (`export`, `import`)."""
+"""`docingest`: run the service (`serve`, `api`, `worker`), talk to it (`ingest`, `sync`,
+`search`, `status`, `eval`), serve it to agents (`mcp`), preview how files will be cut before
+they are ingested (`inspect`), or move an index between stores (`export`, `import`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 
 from docingest.commands import add_client_commands, connection_options
 from docingest.eval_command import add_eval_command
+from docingest.folder_sync import add_sync_command
+from docingest.mcp_command import add_mcp_command
 from docingest.transfer import add_transfer_commands
 from pipeline.log import configure_logging
 from pipeline.settings import ChunkUnit, Settings, get_settings
@@ -37,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.set_defaults(handler=_inspect)
     add_client_commands(commands)
     add_eval_command(commands)
+    add_sync_command(commands)
+    add_mcp_command(commands)
     add_transfer_commands(commands)
 
     serve = commands.add_parser(

@@ -1,7 +1,7 @@
 """The client commands: `ingest` files, `search` an index, show a job's `status`.
 
-They talk to a running service over HTTP (`docingest/client.py`); progress goes to stderr and
-results to stdout, as plain text when either is not a terminal.
+They talk to a running service through the SDK (`docingest.Client`); progress goes to stderr
+and results to stdout, as plain text when either is not a terminal.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextC
 from rich.table import Table
 from rich.text import Text
 
-from docingest import batch
+from docingest import Client, DocingestError, batch
+from docingest._core import default_base_url
 from docingest.batch import Item
-from docingest.client import ClientError, DocingestClient, Job, SearchResponse
+from docingest.models import Job, SearchResponse
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -116,15 +117,16 @@ def add_client_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     status.set_defaults(handler=_status)
 
 
-def _client(args: argparse.Namespace, settings: Settings) -> DocingestClient:
-    return DocingestClient.from_options(
-        args.url, args.api_key, host=settings.host, port=settings.port
-    )
+def client_for(args: argparse.Namespace, settings: Settings) -> Client:
+    """A client of `--url` (else DOCINGEST_URL, else where `serve` listens) with `--api-key`
+    (else DOCINGEST_API_KEY)."""
+    url = args.url or default_base_url(host=settings.host, port=settings.port)
+    return Client(url, api_key=args.api_key or None)
 
 
-def _fail(problem: str | ClientError, code: int = 1) -> int:
+def fail(problem: str | DocingestError, code: int = 1) -> int:
     """Print one line on stderr (a refused request with its code) and return `code`."""
-    if isinstance(problem, ClientError):
+    if isinstance(problem, DocingestError):
         problem = str(problem) if problem.status is not None else problem.message
     console(stderr=True).print(Text(f"docingest: {problem}", style="red"))
     return code
@@ -134,14 +136,14 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
     try:
         items = batch.collect(args.paths)
     except FileNotFoundError as exc:
-        return _fail(str(exc), 2)
+        return fail(str(exc), 2)
     if not items:
-        return _fail("no files to ingest (hidden files are skipped)", 2)
+        return fail("no files to ingest (hidden files are skipped)", 2)
     if args.document_id is not None:
         if len(items) != 1:
-            return _fail(f"--document-id needs exactly one file, not {len(items)}", 2)
+            return fail(f"--document-id needs exactly one file, not {len(items)}", 2)
         items[0].document_id = args.document_id
-    with _client(args, settings) as client:
+    with client_for(args, settings) as client:
         try:
             follow(
                 client,
@@ -151,16 +153,16 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
                 force=args.force,
                 wait=not args.no_wait,
             )
-        except ClientError as exc:
-            return _fail(exc)
+        except DocingestError as exc:
+            return fail(exc)
         except KeyboardInterrupt:
-            _fail("interrupted; jobs already uploaded keep running (see `docingest status`)")
+            fail("interrupted; jobs already uploaded keep running (see `docingest status`)")
             return 130
     show(console(), summary_table(items, waited=not args.no_wait))
     return 1 if any(item.status == "failed" for item in items) else 0
 
 
-def follow(client: DocingestClient, items: list[Item], **options: Any) -> None:
+def follow(client: Client, items: list[Item], **options: Any) -> None:
     """Run the batch with a progress bar per file on stderr (a line per file when no TTY)."""
     err = console(stderr=True)
     if not err.is_terminal:
@@ -209,9 +211,11 @@ def summary_table(items: list[Item], *, waited: bool = True) -> Table:
         style = {"completed": "green", "failed": "red"}.get(item.status, "yellow")
         row = [Text(item.label), Text(item.status, style=style)]
         if waited:
-            result = item.result or {}
-            row += [Text(_count(result.get("chunks"))), Text(_count(result.get("pages")))]
-            row.append(Text(_count((result.get("usage") or {}).get("input_tokens"))))
+            result = item.result
+            chunks = result.chunks if result is not None else None
+            pages = result.pages if result is not None else None
+            tokens = ((result.usage or {}) if result is not None else {}).get("input_tokens")
+            row += [Text(_count(chunks)), Text(_count(pages)), Text(_count(tokens))]
         row.append(Text(_note(item, waited=waited)))
         table.add_row(*row)
     return table
@@ -224,21 +228,23 @@ def _count(value: object) -> str:
 def _note(item: Item, *, waited: bool) -> str:
     error = item.error
     if error is not None:
-        return f"{error['code']}: {error['message']}"
+        return f"{error.code}: {error.message}"
     if not waited:
         return item.job_id or ""
-    result = item.result or {}
-    if result.get("format_note"):  # a text file named .pdf, read as text
-        return str(result["format_note"])
-    if result.get("unchanged"):
+    result = item.result
+    if result is None:
+        return ""
+    if result.format_note:  # a text file named .pdf, read as text
+        return result.format_note
+    if result.unchanged:
         return "unchanged (already stored; --force re-processes it)"
-    if result.get("chunks_reused"):
-        return f"{result['chunks_reused']} chunks reused"
+    if result.chunks_reused:
+        return f"{result.chunks_reused} chunks reused"
     return ""
 
 
 def _search(args: argparse.Namespace, settings: Settings) -> int:
-    with _client(args, settings) as client:
+    with client_for(args, settings) as client:
         try:
             response = client.search(
                 args.index,
@@ -248,10 +254,10 @@ def _search(args: argparse.Namespace, settings: Settings) -> int:
                 filter=args.filter,
                 max_chunks_per_document=args.max_chunks_per_document,
             )
-        except ClientError as exc:
-            return _fail(exc)
+        except DocingestError as exc:
+            return fail(exc)
     if args.json:
-        print(json.dumps(response, ensure_ascii=False, indent=2))
+        print(json.dumps(response.to_json(), ensure_ascii=False, indent=2))
     else:
         print_results(console(), response, index=args.index, mode=args.mode)
     return 0
@@ -261,23 +267,23 @@ def print_results(
     out: Console, response: SearchResponse, *, index: str, mode: str, snippet: int = SNIPPET_CHARS
 ) -> None:
     """Score, document, pages, heading path and a text snippet per result."""
-    results = response["results"]
+    results = response.results
     if not results:
         out.print(Text(f"no results in index '{index}'"))
         return
     for rank, hit in enumerate(results, 1):
-        pages = _pages(hit["page_start"], hit["page_end"])
+        pages = _pages(hit.page_start, hit.page_end)
         line = Text.assemble(
             (f"{rank}. ", "bold"),
-            (f"{hit['score']:.4f}  ", "dim"),
-            (hit["document_id"], "bold cyan"),
+            (f"{hit.score:.4f}  ", "dim"),
+            (hit.document_id, "bold cyan"),
             f"  {pages}" if pages else "",
-            (f"  {' > '.join(hit['headings'])}" if hit["headings"] else "", "magenta"),
+            (f"  {' > '.join(hit.headings)}" if hit.headings else "", "magenta"),
         )
         out.print(line)
-        text = " ".join(hit["text"].split())
+        text = " ".join(hit.text.split())
         out.print(Text("   " + (text[:snippet] + "…" if len(text) > snippet else text)))
-    out.print(Text(f"{len(results)} results ({mode}) in {response['took_ms']:.0f} ms", style="dim"))
+    out.print(Text(f"{len(results)} results ({mode}) in {response.took_ms:.0f} ms", style="dim"))
 
 
 def _pages(start: int | None, end: int | None) -> str:
@@ -287,13 +293,13 @@ def _pages(start: int | None, end: int | None) -> str:
 
 
 def _status(args: argparse.Namespace, settings: Settings) -> int:
-    with _client(args, settings) as client:
+    with client_for(args, settings) as client:
         try:
-            job = client.job(args.job_id)
-        except ClientError as exc:
-            return _fail(exc)
+            job = client.get_job(args.job_id)
+        except DocingestError as exc:
+            return fail(exc)
     if args.json:
-        print(json.dumps(job, ensure_ascii=False, indent=2))
+        print(json.dumps(job.to_json(), ensure_ascii=False, indent=2))
     else:
         console().print(job_text(job))
     return 0
@@ -302,36 +308,33 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
 def job_text(job: Job) -> Text:
     """A job as aligned `field  value` lines."""
     lines: list[tuple[str, str]] = [
-        ("job", job["job_id"]),
-        ("index", job["index"]),
-        ("document", f"{job['document_id']} (file {job['filename']})"),
-        ("status", job["status"] + (f", {job['stage']}" if job["stage"] else "")),
-        ("progress", f"{job['progress']:.0%}"),
-        ("pages", f"{job['pages_done']}/{_count(job['pages_total'])}"),
+        ("job", job.job_id),
+        ("index", job.index),
+        ("document", f"{job.document_id} (file {job.filename})"),
+        ("status", job.status + (f", {job.stage}" if job.stage else "")),
+        ("progress", f"{job.progress:.0%}"),
+        ("pages", f"{job.pages_done}/{_count(job.pages_total)}"),
         (
             "chunks",
-            f"{job.get('chunks_embedded', 0)}/{_count(job['chunks_total'])} embedded, "
-            f"{job['chunks_done']} stored",
+            f"{job.chunks_embedded}/{_count(job.chunks_total)} embedded, {job.chunks_done} stored",
         ),
-        ("attempts", str(job["attempts"])),
+        ("attempts", str(job.attempts)),
     ]
     for field in ("created_at", "started_at", "finished_at", "heartbeat_at"):
-        value = job.get(field)
+        value = getattr(job, field)
         if value:
             lines.append((field.removesuffix("_at"), str(value)))
-    result = job["result"]
+    result = job.result
     if result:
-        words = result.get("words")
         lines.append(
             (
                 "result",
-                f"version {result.get('version')}, {result.get('format')}, "
-                f"{_count(words)} words, {result.get('chunks')} chunks "
-                f"({result.get('chunks_reused', 0)} reused)"
-                + (", unchanged" if result.get("unchanged") else ""),
+                f"version {result.version}, {result.format}, "
+                f"{_count(result.words)} words, {result.chunks} chunks "
+                f"({result.chunks_reused} reused)" + (", unchanged" if result.unchanged else ""),
             )
         )
-    if job["error"]:
-        lines.append(("error", f"{job['error']['code']}: {job['error']['message']}"))
+    if job.error:
+        lines.append(("error", f"{job.error.code}: {job.error.message}"))
     width = max(len(name) for name, _ in lines)
     return Text("\n".join(f"{name:<{width}}  {value}" for name, value in lines))

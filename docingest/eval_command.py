@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from docingest import beir, evaluate
-from docingest.client import ClientError, DocingestClient
-from docingest.commands import connection_options, console, show
+from docingest import Client, DocingestError, beir, evaluate
+from docingest.commands import client_for, connection_options, console, show
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -72,9 +71,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         kept = list(test.queries)[: args.limit]
         test = beir.TestSet({q: test.queries[q] for q in kept}, {q: test.qrels[q] for q in kept})
     wanted = evaluate.variants(modes, rerank=args.rerank)
-    client = DocingestClient.from_options(
-        args.url, args.api_key, host=settings.host, port=settings.port
-    )
+    client = client_for(args, settings)
     with client:
         try:
             ingested = _ingest(client, args, err) if args.ingest else None
@@ -86,7 +83,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
                          f"index '{args.index}'", style="yellow")
                 )  # fmt: skip
             results = evaluate.evaluate(client, args.index, test, wanted, baseline=args.baseline)
-        except ClientError as exc:
+        except DocingestError as exc:
             err.print(Text(f"docingest: {exc}", style="red"))
             return 1
         except ValueError as exc:
@@ -109,7 +106,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _ingest(client: DocingestClient, args: argparse.Namespace, err: Any) -> dict[str, Any]:
+def _ingest(client: Client, args: argparse.Namespace, err: Any) -> dict[str, Any]:
     shown = [-1]
 
     def progress(report: beir.IngestReport, total: int) -> None:

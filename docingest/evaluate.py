@@ -19,8 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from docingest import Client
 from docingest.beir import Qrels, TestSet
-from docingest.client import DocingestClient, SearchMode
+from docingest.models import SearchMode
 
 MODES: tuple[SearchMode, ...] = ("vector", "keyword", "hybrid")
 SHOWN_QUERIES = 10
@@ -101,7 +102,7 @@ class VariantResult:
 
 
 def run_variant(
-    client: DocingestClient,
+    client: Client,
     index: str,
     test: TestSet,
     variant: Variant,
@@ -120,9 +121,9 @@ def run_variant(
             rerank=variant.rerank,
         )  # fmt: skip
         client_ms.append((time.perf_counter() - started) * 1000)
-        server_ms.append(float(top10["took_ms"]))
-        result.reranked += bool(top10.get("reranked"))
-        ranking = [hit["document_id"] for hit in top10["results"]]
+        server_ms.append(top10.took_ms)
+        result.reranked += top10.reranked
+        ranking = [hit.document_id for hit in top10.results]
         top100 = client.search(
             index, query, mode=variant.mode, top_k=100, max_chunks_per_document=1,
             rerank=variant.rerank,
@@ -130,7 +131,7 @@ def run_variant(
         result.per_query[qid] = ndcg_at(ranking, relevant)
         sums["recall10"] += recall_at(ranking, relevant, 10)
         sums["mrr10"] += mrr_at(ranking, relevant)
-        sums["recall100"] += recall_at([h["document_id"] for h in top100["results"]], relevant, 100)
+        sums["recall100"] += recall_at([h.document_id for h in top100.results], relevant, 100)
         on_query()
     count = max(len(test.queries), 1)
     result.ndcg10 = sum(result.per_query.values()) / count
@@ -158,7 +159,7 @@ def compare(results: list[VariantResult], baseline: str) -> None:
 
 
 def evaluate(
-    client: DocingestClient,
+    client: Client,
     index: str,
     test: TestSet,
     variants: Sequence[Variant],

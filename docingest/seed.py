@@ -17,9 +17,9 @@ from pathlib import Path
 
 from rich.text import Text
 
-from docingest import batch
+from docingest import Client, DocingestError, batch
+from docingest._core import API_KEY_ENV, DEFAULT_BASE_URL
 from docingest.batch import Item
-from docingest.client import API_KEY_ENV, DEFAULT_BASE_URL, ClientError, DocingestClient
 from docingest.commands import console, print_results
 from pipeline.settings import ApiKey
 
@@ -67,9 +67,9 @@ def seed_examples(
             f"limited to other indexes; set DOCINGEST_API_KEY to a key that may use '{index}'"
         )
         return
-    with DocingestClient(base_url, api_key=api_key) as client:
+    with Client(base_url, api_key=api_key or "") as client:
         try:
-            documents = {info["name"]: info["documents"] for info in client.indexes()}
+            documents = {info.name: info.documents for info in client.list_indexes()}
             if documents.get(index):
                 say(
                     f"docingest: index '{index}' already holds {documents[index]} documents; "
@@ -92,13 +92,13 @@ def seed_examples(
             started = time.monotonic()
             batch.run(client, items, index=index, on_change=report)
             done = [item for item in items if item.status == "completed"]
-            chunks = sum((item.result or {}).get("chunks", 0) for item in done)
+            chunks = sum(item.result.chunks for item in done if item.result is not None)
             say(
                 f"docingest: {len(done)} of {len(items)} files ingested into '{index}' "
                 f"({chunks} chunks) in {time.monotonic() - started:.0f} s"
             )
             response = client.search(index, SAMPLE_QUERY, top_k=SAMPLE_TOP_K)
-        except (ClientError, FileNotFoundError) as exc:
+        except (DocingestError, FileNotFoundError) as exc:
             say(f"docingest: seeding '{index}' stopped: {exc}")
             return
     say(f"\nSample search of '{index}': {SAMPLE_QUERY}")
@@ -112,10 +112,11 @@ def _outcome(item: Item) -> str:
     """One line for a finished file: status, chunks and pages, or the error."""
     line = f"  {item.label}: {item.status}"
     if item.error is not None:
-        return f"{line} ({item.error['code']}: {item.error['message']})"
-    result = item.result or {}
-    pages = f", {result['pages']} pages" if result.get("pages") else ""
-    return f"{line}, {result.get('chunks')} chunks{pages}"
+        return f"{line} ({item.error.code}: {item.error.message})"
+    result = item.result
+    chunks = result.chunks if result is not None else None
+    pages = f", {result.pages} pages" if result is not None and result.pages else ""
+    return f"{line}, {chunks} chunks{pages}"
 
 
 def _command(base_url: str) -> str:

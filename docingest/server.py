@@ -21,7 +21,7 @@ from celery.signals import worker_ready, worker_shutdown
 
 from api.app import create_app
 from api.errors import JsonErrorProtocol
-from docingest.client import DEFAULT_BASE_URL
+from docingest._core import DEFAULT_BASE_URL
 from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis, redact_url
 from pipeline.embedders.artifacts import verify_bundled_files
 from pipeline.errors import IngestError

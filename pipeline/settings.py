@@ -350,6 +350,16 @@ class Settings(RerankSettings):
     """API keys as JSON, e.g. `[{"key": "s3cret", "indexes": ["legal"]}, {"sha256": "..."}]`;
     empty means no key is needed. `indexes` omitted or null allows every index."""
 
+    mcp_allow_paths: list[Path] = Field(default_factory=list)
+    """Folders whose files the `ingest` tool of `docingest mcp` may read (JSON); none if empty."""
+
+    mcp_allow_urls: list[str] = Field(default_factory=list)
+    """URL prefixes that tool may fetch (JSON, e.g. `["https://docs.example.com/"]`); none if
+    empty."""
+
+    mcp_allow_private: bool = False
+    """Let those URLs resolve to loopback, private or link-local addresses (refused if off)."""
+
     # --- webhooks -----------------------------------------------------------------------
     webhook_allow_private: bool = False
     """Allow webhook and callback URLs whose host resolves to a loopback, link-local, private,

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.docingest_service import (
     DOCINGEST,
+    LOADED_START_TIMEOUT,
     Process,
     ServiceEnv,
     free_port,
@@ -76,7 +77,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
         data_dir=tmp_path_factory.mktemp("cli-serve"),
         extra={"DOCINGEST_API_KEYS": json.dumps([{"key": API_KEY}])},
     )
-    with running_serve(env):
+    with running_serve(env, timeout=LOADED_START_TIMEOUT):
         yield env
 
 

@@ -11,8 +11,8 @@ from rich.console import Console
 
 from docingest import batch
 from docingest.batch import Item
-from docingest.client import Job
 from docingest.commands import job_text, show, summary_table
+from docingest.models import Job
 
 
 def job(**fields: Any) -> Job:
@@ -38,7 +38,7 @@ def job(**fields: Any) -> Job:
         "result": None,
         "error": None,
     }
-    return Job(**{**base, **fields})  # type: ignore[typeddict-item]
+    return Job.model_validate({**base, **fields})
 
 
 def test_files_found_in_a_folder_are_labelled_relative_to_it(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from docingest.batch import Item
 from docingest.commands import summary_table
+from docingest.models import Job
 
 
 def rendered(items: list[Item], *, waited: bool = True) -> list[list[str]]:
@@ -19,8 +20,20 @@ def rendered(items: list[Item], *, waited: bool = True) -> list[list[str]]:
     return [[cell for cell in line.split() if cell not in "┃│━─╇┼"] for line in lines]
 
 
-def job(result: dict[str, Any] | None, status: str = "completed") -> Any:
-    return {"status": status, "stage": None, "progress": 1.0, "result": result, "error": None}
+def job(result: dict[str, Any] | None, status: str = "completed") -> Job:
+    """A finished job as `GET /v1/jobs/{id}` shows it, with `result`."""
+    return Job.model_validate(
+        {
+            "job_id": "1" * 32,
+            "index": "docs",
+            "document_id": "a.txt",
+            "filename": "a.txt",
+            "status": status,
+            "progress": 1.0,
+            "created_at": "2026-01-01T00:00:00Z",
+            "result": result,
+        }
+    )
 
 
 def test_each_file_shows_the_tokens_its_embedding_used() -> None:

@@ -121,14 +121,21 @@ def wait_until_up(process: Process, base_url: str, *, timeout: float = 120.0) ->
     raise RuntimeError(f"docingest did not answer within {timeout:.0f} s:\n{process.log()}")
 
 
+LOADED_START_TIMEOUT = 600.0
+"""For tests that check what the service answers, not how fast it starts: on a loaded shared
+machine a start-up can take over the default 120 s."""
+
+
 @contextmanager
-def running_serve(env: ServiceEnv, *, purge: bool = True) -> Iterator[Process]:
+def running_serve(
+    env: ServiceEnv, *, purge: bool = True, timeout: float = 120.0
+) -> Iterator[Process]:
     """`docingest serve` (API and worker in one process) for the duration of the block; then
     its Redis keys are deleted (unless `purge` is false: a caller whose Redis may have gone
-    with the service deletes them itself)."""
+    with the service deletes them itself). `timeout`: how long it may take to answer."""
     process = start(["serve"], env, name="serve")
     try:
-        wait_until_up(process, env.base_url)
+        wait_until_up(process, env.base_url, timeout=timeout)
         yield process
     finally:
         process.stop()
