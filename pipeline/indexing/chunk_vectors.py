@@ -95,6 +95,7 @@ def chunk_records(
             sparse=terms,
             document=fields,
             ocr=ocr_of_pages(ocr, chunk.page_start, chunk.page_end),
+            gap=chunk.gap,
         )
         for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
     ]

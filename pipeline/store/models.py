@@ -170,6 +170,8 @@ class ChunkRecord:
     document: DocumentFields
     ocr: dict[str, Any] | None = None
     """This chunk's pages read by OCR and their mean confidence; None when none was."""
+    gap: str = ""
+    """The text between the previous chunk's end and this one's start (`Chunk.gap`)."""
 
     def payload(self, *, state: str) -> dict[str, Any]:
         """Return the flat point payload (filters address `metadata.<key>`)."""
@@ -183,6 +185,7 @@ class ChunkRecord:
             "text_hash": self.text_hash,
             "start": self.start,
             "end": self.end,
+            "gap": self.gap,
             "page_start": self.page_start,
             "page_end": self.page_end,
             "headings": list(self.headings),
@@ -230,7 +233,7 @@ def stored_document(payload: dict[str, Any]) -> StoredDocument:
 
 RESULT_PAYLOAD_KEYS = (
     "document_id", "version", "chunk_index", "text", "filename", "format", "page_start",
-    "page_end", "headings", "metadata", "ocr", "title",
+    "page_end", "headings", "metadata", "ocr", "title", "start", "end",
 )  # fmt: skip
 """Payload keys read for a search hit."""
 
@@ -253,6 +256,8 @@ class ScoredChunk:
     metadata: dict[str, Any]
     ocr: dict[str, Any] | None = None
     title: str | None = None
+    start: int | None = None
+    end: int | None = None
 
     @classmethod
     def from_payload(cls, point_id: str, score: float, payload: dict[str, Any]) -> ScoredChunk:
@@ -271,4 +276,45 @@ class ScoredChunk:
             metadata=payload.get("metadata") or {},
             ocr=payload.get("ocr"),
             title=payload.get("title"),
+            start=payload.get("start"),
+            end=payload.get("end"),
+        )
+
+
+CHUNK_PAYLOAD_KEYS = (
+    "document_id", "version", "chunk_index", "text", "start", "end", "gap", "page_start",
+    "page_end", "headings",
+)  # fmt: skip
+"""Payload keys read for a document's chunks and a hit's neighbours."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as stored, with its offsets in its document's extracted text; `gap` is the
+    text between the previous chunk's end and its start (None: written before gaps were)."""
+
+    document_id: str
+    version: int
+    chunk_index: int
+    text: str
+    start: int | None
+    end: int | None
+    gap: str | None
+    page_start: int | None
+    page_end: int | None
+    headings: list[str]
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> StoredChunk:
+        return cls(
+            document_id=payload["document_id"],
+            version=payload["version"],
+            chunk_index=payload["chunk_index"],
+            text=payload.get("text", ""),
+            start=payload.get("start"),
+            end=payload.get("end"),
+            gap=payload.get("gap"),
+            page_start=payload.get("page_start"),
+            page_end=payload.get("page_end"),
+            headings=list(payload.get("headings") or []),
         )
