@@ -40,8 +40,7 @@ def contexts(
     for chunk in read_ranges(store, index, _merged(ranges)):
         by_version.setdefault((chunk.document_id, chunk.version), {})[chunk.chunk_index] = chunk
     return [
-        _context(hit, by_version.get((hit.document_id, hit.version), {}), expand, radius)
-        for hit in hits
+        expand_hit(hit, by_version.get((hit.document_id, hit.version), {}), expand) for hit in hits
     ]
 
 
@@ -63,15 +62,25 @@ def _merged(ranges: list[ChunkRange]) -> list[ChunkRange]:
     return merged
 
 
-def _context(
-    hit: ScoredChunk, chunks: dict[int, StoredChunk], expand: Expand, radius: int
-) -> Context | None:
+def expand_hit(hit: ScoredChunk, chunks: dict[int, StoredChunk], expand: Expand) -> Context | None:
+    """Return the context of `hit` among `chunks` (its version's, by chunk index): the run of
+    joinable chunks around it, `expand.radius` at most on each side, within its section for
+    `expand.section`; None without offsets."""
+    radius = expand.radius
     if hit.start is None or hit.end is None:
         return None
-    center = StoredChunk(
-        hit.document_id, hit.version, hit.chunk_index, hit.text, hit.start, hit.end, None,
-        hit.page_start, hit.page_end, list(hit.headings),
-    )  # fmt: skip
+    center = chunks.get(hit.chunk_index) or StoredChunk(
+        hit.document_id,
+        hit.version,
+        hit.chunk_index,
+        hit.text,
+        hit.start,
+        hit.end,
+        None,
+        hit.page_start,
+        hit.page_end,
+        list(hit.headings),
+    )  # fmt: skip; its own gap is read with its neighbours
     run = [center]
     for step in (-1, 1):
         for distance in range(1, radius + 1):
