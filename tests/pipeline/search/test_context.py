@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.chunking import Chunk, ChunkingSpec
-from pipeline.errors import NoTextFound, EmptyDocument
+from pipeline.errors import EmptyDocument, NoTextFound
 from pipeline.prepare import prepare_document
 from pipeline.search.context import expand_hit, merge
 from pipeline.search.request import Expand
