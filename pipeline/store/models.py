@@ -57,10 +57,17 @@ class IndexConfig(BaseModel):
     """Declared user metadata fields (`pipeline.store.schema`); fields may be added later."""
     rerank: RerankConfig | None = None
     """The default second stage of its searches; may change at any time."""
+    contextual_headers: bool = False
+    """Embed each chunk with its document's title and heading path in front (the stored
+    text stays the chunk alone). False for indexes made before the setting existed."""
 
     def conflicts_with(self, other: IndexConfig) -> bool:
         """Whether `other` asks for different vectors or chunks (description/time aside)."""
-        return self.embedding != other.embedding or self.chunking != other.chunking
+        return (
+            self.embedding != other.embedding
+            or self.chunking != other.chunking
+            or self.contextual_headers != other.contextual_headers
+        )
 
     def conflict_message(self, name: str, wanted: IndexConfig) -> str:
         """Say how `wanted` differs from this, the stored config of index `name`."""
@@ -70,6 +77,12 @@ class IndexConfig(BaseModel):
                 f"Index '{name}' is embedded with {have.provider}/{have.model} "
                 f"({have.dimensions} dimensions), not {want.provider}/{want.model} "
                 f"({want.dimensions}); vectors of two models cannot share an index. Delete the "
+                "index or use another name."
+            )
+        if self.contextual_headers != wanted.contextual_headers:
+            return (
+                f"Index '{name}' embeds chunks with contextual_headers "
+                f"{str(self.contextual_headers).lower()}; its vectors cannot change. Delete the "
                 "index or use another name."
             )
         have_c, want_c = self.chunking, wanted.chunking
@@ -89,6 +102,7 @@ class IndexInfo(BaseModel):
     embedding: EmbeddingConfig
     chunking: ChunkingSpec
     description: str | None
+    contextual_headers: bool = False
     documents: int
     chunks: int
     created_at: str
