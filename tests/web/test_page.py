@@ -123,9 +123,15 @@ def test_upload_two_documents_follow_progress_and_search(
     first = results[0]
     assert first.get_attribute("data-document-id") == DOCX.name == expected[0]["document_id"]
     passage = text_of(first.find_element(By.CLASS_NAME, "passage"))
-    assert passage == expected[0]["text"]
+    assert passage == expected[0]["excerpt"]["text"]  # the excerpt, not a cut-off chunk
     highlighted = {m.lower() for m in page.marks(first)}
-    assert highlighted == {"nested", "table"}, highlighted
+    excerpt = expected[0]["excerpt"]
+    assert highlighted == {
+        expected[0]["text"][start:end].lower()
+        for start, end in expected[0]["highlights"]
+        if excerpt["start"] <= start and end <= excerpt["end"]
+    }
+    assert highlighted and highlighted <= {"nested", "table", "tables"}, highlighted
     score = text_of(first.find_element(By.CLASS_NAME, "score"))
     assert score == f"{expected[0]['score']:.4f}"
     headings = first.find_elements(By.CLASS_NAME, "headings")
@@ -231,7 +237,7 @@ def test_server_text_is_shown_as_text(
         "/v1/indexes/web-escape/search", json={"query": "zebra passage", "mode": "keyword"}
     ).json()["results"]
     passage = text_of(results[0].find_element(By.CLASS_NAME, "passage"))
-    assert passage == expected[0]["text"] and f"zebra passage {markup}" in passage
+    assert passage == expected[0]["excerpt"]["text"] and f"zebra passage {markup}" in passage
     assert text_of(results[0].find_element(By.CLASS_NAME, "headings")) == f"Injection {markup}"
     assert markup in text_of(page.document_rows(browser)[document.name])
     assert browser.find_elements(By.CSS_SELECTOR, "main img") == []
