@@ -53,13 +53,19 @@ class IndexConfig(BaseModel):
     chunking: ChunkingSpec = Field(default_factory=ChunkingSpec)
     description: str | None = None
     created_at: str = Field(default_factory=_now_rfc3339)
-    metadata_schema: dict[str, FieldType] | None = None
-    """Declared user metadata fields (`pipeline.store.schema`); fields may be added later."""
-    rerank: RerankConfig | None = None
-    """The default second stage of its searches; may change at any time."""
-    contextual_headers: bool = False
+    metadata_schema: dict[str, FieldType] | None = Field(
+        default=None, exclude_if=lambda schema: schema is None
+    )
+    """Declared user metadata fields (`pipeline.store.schema`); fields may be added later.
+    Stored only when declared, as `contextual_headers` is, for the previous release."""
+    rerank: RerankConfig | None = Field(default=None, exclude_if=lambda rerank: rerank is None)
+    """The default second stage of its searches; may change at any time. Stored only when
+    set, for the previous release."""
+    contextual_headers: bool = Field(default=False, exclude_if=lambda on: not on)
     """Embed each chunk with its document's title and heading path in front (the stored
-    text stays the chunk alone). False for indexes made before the setting existed."""
+    text stays the chunk alone). False for indexes made before the setting existed; stored
+    only when on, so a previous release (whose config forbids unknown keys) still reads
+    every index it can serve, e.g. during a rolling upgrade."""
 
     def conflicts_with(self, other: IndexConfig) -> bool:
         """Whether `other` asks for different vectors or chunks (description/time aside)."""
