@@ -33,12 +33,12 @@ from pipeline.chunking import Chunk, chunk_text
 from pipeline.embedders.base import EmbeddingConfig, QueryCache
 from pipeline.embedders.local import LocalEmbedder
 from pipeline.indexing.chunk_vectors import embedding_text, keyword_text, text_hash
-from pipeline.search import SearchRequest, SearchTarget, search
+from pipeline.search import SearchMode, SearchRequest, SearchTarget, search
 from pipeline.settings import Settings
 from pipeline.sparse import average_length, encode_document
 from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore
 
-MODES = ("vector", "hybrid")
+MODES: tuple[SearchMode, ...] = ("vector", "hybrid")
 
 
 def load(folder: Path, limit_docs: int | None) -> tuple[list[dict[str, str]], dict, dict]:

@@ -105,7 +105,7 @@ def test_a_hostile_expand_is_refused(deployment: Deployment, expand: object) -> 
     ],
 )
 def test_a_hostile_chunks_request_is_refused(
-    deployment: Deployment, params: dict[str, object], status: int, code: str
+    deployment: Deployment, params: dict[str, str | int], status: int, code: str
 ) -> None:
     assert_error(deployment.api.http.get(chunks_path(), params=params), status, code)
 

@@ -4,6 +4,7 @@ be shown exact; tests/pipeline/search/test_answers.py reads it back from both en
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -81,12 +82,7 @@ def test_a_run_stops_where_a_chunk_is_missing_or_its_gap_unknown() -> None:
     assert len(chunks) > 6 and all(chunk.gap == " " for chunk in chunks[1:])
     by_index = {chunk.index: stored(chunk) for chunk in chunks}
     del by_index[5]  # retired meanwhile
-    legacy = stored(chunks[2])
-    by_index[2] = StoredChunk(**{**_fields(legacy), "gap": None})  # written before gaps
+    by_index[2] = dataclasses.replace(stored(chunks[2]), gap=None)  # written before gaps
     context = expand_hit(hit(chunks[3]), by_index, Expand(neighbors=3))
     assert context is not None and context.chunk_indexes == [2, 3, 4]
     assert context.text == prepared.text[context.start : context.end]
-
-
-def _fields(chunk: StoredChunk) -> dict[str, object]:
-    return {name: getattr(chunk, name) for name in StoredChunk.__slots__}
