@@ -145,7 +145,9 @@ def test_upload_two_documents_follow_progress_and_search(
     shots.take("search-keyword-filtered")
     assert results, "no result in the README"
     assert {r.get_attribute("data-document-id") for r in results} == {README.name}
-    assert any("ocr" in {m.lower() for m in page.marks(r)} for r in results)
+    # The query's terms are marked in the excerpt or, outside it, in the whole passage.
+    marked = [{text_of(m).lower() for m in r.find_elements(By.TAG_NAME, "mark")} for r in results]
+    assert any("ocr" in terms for terms in marked), marked
     results = page.search(browser, "document table", top_k=10, per_document=1)
     documents = [r.get_attribute("data-document-id") for r in results]
     assert sorted(documents) == sorted({README.name, DOCX.name}), documents
