@@ -707,11 +707,13 @@ function resultItem(result) {
 // in each result (`highlights`) and the sentences that answer it (`excerpt`): the page marks
 // exactly what search matched (stems, identifiers, CJK) and guesses at nothing.
 
-/** The excerpt, its highlights marked, and the whole passage behind a disclosure. */
+/** The excerpt, its highlights marked, and the whole passage behind a disclosure. Offsets
+ * count code points (as Python does), not JavaScript's UTF-16 units: an emoji before a term
+ * would shift every later mark, so the text is sliced as an array of code points. */
 function passage(result) {
-  const text = result.text;
+  const text = Array.from(result.text);
   const spans = result.highlights || [];
-  const excerpt = result.excerpt || { text, start: 0, end: text.length };
+  const excerpt = result.excerpt || { start: 0, end: text.length };
   const shown = el("p", { className: "passage" }, marked(text, spans, excerpt.start, excerpt.end));
   shown.classList.toggle("cut-start", excerpt.start > 0);
   shown.classList.toggle("cut-end", excerpt.end < text.length);
@@ -725,19 +727,20 @@ function passage(result) {
   return [shown, whole];
 }
 
-/** `text` from `start` to `end` as text nodes, each highlight inside it in a <mark>. */
+/** `text` (code points) from `start` to `end` as text nodes, each highlight in a <mark>. */
 function marked(text, spans, start, end) {
+  const slice = (from, to) => text.slice(from, to).join("");
   const fragment = document.createDocumentFragment();
   let last = start;
   for (const [lo, hi] of spans) {
     const from = Math.max(lo, start);
     const to = Math.min(hi, end);
     if (to <= from || from < last) continue;
-    if (from > last) fragment.append(document.createTextNode(text.slice(last, from)));
-    fragment.append(el("mark", { textContent: text.slice(from, to) }));
+    if (from > last) fragment.append(document.createTextNode(slice(last, from)));
+    fragment.append(el("mark", { textContent: slice(from, to) }));
     last = to;
   }
-  if (last < end) fragment.append(document.createTextNode(text.slice(last, end)));
+  if (last < end) fragment.append(document.createTextNode(slice(last, end)));
   return fragment;
 }
 
