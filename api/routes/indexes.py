@@ -37,6 +37,7 @@ class IndexCreate(BaseModel):
         if isinstance(value, dict):
             return check_schema(value)  # the field named in the message, not pydantic's
         return value
+
     contextual_headers: bool | None = None
     """Embed each chunk with its document's title and heading path in front; fixed once
     the index exists (a different value is 409, as for the embedding)."""
