@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from pipeline.errors import (
+    CursorExpired,
     DocumentNotFound,
     DocumentTooLarge,
     EmptyDocument,
@@ -55,6 +56,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     WebhookNotFound: 404,
     IndexConflict: 409,
     JobStateConflict: 409,
+    CursorExpired: 409,
     UploadTooLarge: 413,
     InvalidUpload: 400,
     DocumentTooLarge: 413,

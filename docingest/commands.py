@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from rich.text import Text
 from docingest import Client, DocingestError, batch
 from docingest._core import default_base_url
 from docingest.batch import Item
-from docingest.models import Job, SearchResponse
+from docingest.models import Job, SearchResponse, SearchResult
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -281,9 +282,36 @@ def print_results(
             (f"  {' > '.join(hit.headings)}" if hit.headings else "", "magenta"),
         )
         out.print(line)
-        text = " ".join(hit.text.split())
-        out.print(Text("   " + (text[:snippet] + "…" if len(text) > snippet else text)))
+        out.print(Text("   ").append_text(excerpt_text(hit, snippet=snippet)))
     out.print(Text(f"{len(results)} results ({mode}) in {response.took_ms:.0f} ms", style="dim"))
+
+
+def excerpt_text(hit: SearchResult, *, snippet: int = SNIPPET_CHARS) -> Text:
+    """The result's excerpt with the query's terms in bold, as the server found them (the
+    first `snippet` characters of its text from a server without excerpts)."""
+    text = hit.text
+    if hit.excerpt is None:
+        flat = " ".join(text.split())
+        return Text(flat[:snippet] + "…" if len(flat) > snippet else flat)
+    start, end = hit.excerpt.start, hit.excerpt.end
+    shown = Text("… " if start > 0 else "")
+    position = start
+    for lo, hi in hit.highlights:
+        lo, hi = max(lo, start), min(hi, end)
+        if hi <= lo or lo < position:
+            continue
+        shown.append(_flat(text[position:lo]))
+        shown.append(_flat(text[lo:hi]), style="bold yellow")
+        position = hi
+    shown.append(_flat(text[position:end]))
+    if end < len(text):
+        shown.append(" …")
+    return shown
+
+
+def _flat(text: str) -> str:
+    """`text` with each run of whitespace (line breaks too) as one space, ends kept."""
+    return re.sub(r"\s+", " ", text)
 
 
 def _pages(start: int | None, end: int | None) -> str:

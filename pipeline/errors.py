@@ -22,6 +22,8 @@
     │   ├── IndexNotFound             index_not_found
     │   ├── DocumentNotFound          document_not_found
     │   ├── InvalidFilter             invalid_filter
+    │   ├── InvalidCursor             invalid_cursor (a page cursor this server did not make)
+    │   ├── CursorExpired             cursor_expired (what it pages through was replaced)
     │   ├── InvalidExport             invalid_export (an import file truncated or damaged)
     │   ├── UploadTooLarge            upload_too_large
     │   ├── InvalidUpload             invalid_upload
@@ -172,6 +174,16 @@ class DocumentNotFound(RequestError):
 
 class InvalidFilter(RequestError):
     code = "invalid_filter"
+
+
+class InvalidCursor(RequestError):
+    code = "invalid_cursor"
+
+
+class CursorExpired(RequestError):
+    """A page cursor of a document version that is no longer the live one."""
+
+    code = "cursor_expired"
 
 
 class InvalidExport(RequestError):

@@ -127,7 +127,11 @@ class Services:
     def default_index_config(self) -> IndexConfig:
         """The settings a new index gets when nothing else is asked for."""
         embedding = self.resolve_embedding(EmbeddingConfig.from_settings(self.settings))
-        return IndexConfig(embedding=embedding, chunking=ChunkingSpec.from_settings(self.settings))
+        return IndexConfig(
+            embedding=embedding,
+            chunking=ChunkingSpec.from_settings(self.settings),
+            contextual_headers=self.settings.contextual_headers,
+        )
 
     def check_embedding_endpoints(self) -> dict[str, str]:
         """On start, with fallback endpoints configured: check that each serves the default

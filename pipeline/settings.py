@@ -203,6 +203,11 @@ class Settings(RerankSettings):
     chunk_unit: ChunkUnit = ChunkUnit.CHARS
     """Whether sizes count characters or tokens (of the embedding model's tokenizer)."""
 
+    contextual_headers: bool = False
+    """Whether a new index embeds each chunk with its document's title and heading path in
+    front (the stored text stays the chunk alone); fixed per index once created
+    (BENCHMARKS.md, "Contextual headers")."""
+
     # --- embedding defaults (per index overridable) -----------------------------------
     embedding_provider: str = "local"
     """The name of a registered embedding provider: `local` (offline model shipped in a

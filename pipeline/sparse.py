@@ -176,6 +176,45 @@ def analyze(text: str) -> list[str]:
     return terms
 
 
+TermSpan = tuple[str, int, int]
+"""A term and the `[start, end)` of `text` it was read from."""
+
+
+def term_spans(text: str) -> list[TermSpan]:
+    """Return the terms of `text` as `analyze` finds them, each with where it stands in
+    `text`: a word's or identifier's terms span the whole run, a CJK bigram its two
+    characters.
+
+    Runs are found in the text as given and normalised one by one, so offsets stay offsets
+    into `text`; a run that NFKC changes (a ligature, full-width letters) maps all its terms
+    to the whole run. A possessive "'s" yields no term, as `analyze` drops it.
+    """
+    spans: list[TermSpan] = []
+    memo = _TERMS_OF
+    for match in _RUN.finditer(text):
+        run, start, end = match.group(), match.start(), match.end()
+        if run in ("s", "S") and start and _POSSESSIVE.match(text, start - 1):
+            continue
+        if run.isascii() or (normal := unicodedata.normalize("NFKC", run)) != run:
+            key = run if run.isascii() else normal
+            found = memo.get(key)
+            if found is None:
+                found = _run_terms(key)
+            spans.extend((term, start, end) for term in found)
+            continue
+        for token in _TOKEN.finditer(run):
+            lo = start + token.start()
+            if cjk := token.group(1):
+                if len(cjk) == 1:
+                    spans.append((cjk, lo, lo + 1))
+                else:
+                    spans.extend((cjk[i : i + 2], lo + i, lo + i + 2) for i in range(len(cjk) - 1))
+            else:
+                hi = start + token.end()
+                spans.extend((term, lo, hi) for term in _word_terms(token.group(2)))
+    return spans
+
+
 def _terms_to_vector(weights: dict[str, float]) -> SparseTerms:
     merged: dict[int, float] = {}
     memo = _INDEX_OF

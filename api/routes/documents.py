@@ -6,7 +6,7 @@ import unicodedata
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
@@ -21,6 +21,7 @@ from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
 from pipeline.settings import Settings
 from pipeline.store import StoredDocument
+from pipeline.store.chunk_pages import DEFAULT_PAGE, MAX_PAGE, ChunkPage, document_chunks
 from pipeline.store.schema import validate_metadata
 from pipeline.webhooks.urls import MAX_SECRET_CHARS, MIN_SECRET_CHARS, check_url
 
@@ -177,6 +178,19 @@ async def upload_document(
 @router.get("", response_model=DocumentList)
 def list_documents(index: AuthorizedIndex, store: StoreDep) -> DocumentList:
     return DocumentList(documents=store.list_documents(index))
+
+
+@router.get("/{document_id:path}/chunks", response_model=ChunkPage)
+def list_chunks(
+    index: AuthorizedIndex,
+    document_id: str,
+    store: StoreDep,
+    limit: int = Query(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE),
+    cursor: str | None = Query(default=None, max_length=200),
+) -> ChunkPage:
+    """The live version's chunks in order, a page at a time (declared before the document's
+    own route, whose path would take `.../chunks` as part of the id)."""
+    return document_chunks(store, index, document_id, limit=limit, cursor=cursor)
 
 
 @router.get("/{document_id:path}", response_model=StoredDocument)

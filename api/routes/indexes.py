@@ -38,6 +38,10 @@ class IndexCreate(BaseModel):
             return check_schema(value)  # the field named in the message, not pydantic's
         return value
 
+    contextual_headers: bool | None = None
+    """Embed each chunk with its document's title and heading path in front; fixed once
+    the index exists (a different value is 409, as for the embedding)."""
+
     rerank: RerankConfig | None = None
     """The index's default second stage; may change with another PUT (left out: kept)."""
 
@@ -83,6 +87,11 @@ def create_index(
         description=body.description,
         metadata_schema=body.metadata_schema or None,
         rerank=rerank,
+        contextual_headers=(
+            defaults.contextual_headers
+            if body.contextual_headers is None
+            else body.contextual_headers
+        ),
     )
     info, created = services.store.create_index(index, config)
     response.status_code = 201 if created else 200

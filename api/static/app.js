@@ -17,11 +17,6 @@ const STAGE_LABELS = {
   embedding: "embedding",
   storing: "storing",
 };
-const STOPWORDS = new Set(
-  ("a an and are as at be but by for from has have how in is it its of on or that the this " +
-    "to was were what when where which who why will with").split(" "),
-);
-
 const $ = (selector) => document.querySelector(selector);
 
 class ApiError extends Error {
@@ -653,8 +648,7 @@ async function runSearch(event) {
     return;
   }
   showMessage("");
-  const terms = queryTerms(body.query);
-  list.replaceChildren(...response.results.map((result) => resultItem(result, terms)));
+  list.replaceChildren(...response.results.map((result) => resultItem(result)));
   const count = response.results.length;
   summary.textContent = count
     ? `${count} passage${count === 1 ? "" : "s"} in ${Math.round(response.took_ms)} ms (${body.mode}).`
@@ -680,7 +674,7 @@ function scoreText(result) {
   return parts.join(", ");
 }
 
-function resultItem(result, terms) {
+function resultItem(result) {
   const where = [pagesText(result), result.format].filter(Boolean).join(" · ");
   const head = el(
     "div",
@@ -702,59 +696,51 @@ function resultItem(result, terms) {
   if (result.headings && result.headings.length) {
     item.append(el("p", { className: "headings", textContent: result.headings.join(" › ") }));
   }
-  item.append(el("p", { className: "passage" }, highlight(result.text, terms)));
+  item.append(...passage(result));
   const detail = scoreText(result);
   if (detail) item.append(el("p", { className: "hint scores", textContent: detail }));
   return item;
 }
 
-// ---------- highlighting ----------
+// ---------- excerpt and highlights ----------
+// The server reads the query's terms with its keyword analyzer and returns where they stand
+// in each result (`highlights`) and the sentences that answer it (`excerpt`): the page marks
+// exactly what search matched (stems, identifiers, CJK) and guesses at nothing.
 
-const WORD = /[\p{L}\p{N}]+/gu;
-
-const SUFFIXES = [
-  ["ies", "y"], ["ied", "y"], ["ing", ""], ["ing", "e"], ["es", ""], ["ed", ""], ["ed", "e"],
-  ["s", ""], ["ly", ""],
-];
-
-/** A word and its forms without a common English ending: "tables" → table, tabl. */
-function forms(word) {
-  const found = [word];
-  for (const [suffix, replacement] of SUFFIXES) {
-    if (word.length - suffix.length + replacement.length >= 3 && word.endsWith(suffix)) {
-      found.push(word.slice(0, -suffix.length) + replacement);
-    }
-  }
-  return found;
+/** The excerpt, its highlights marked, and the whole passage behind a disclosure. Offsets
+ * count code points (as Python does), not JavaScript's UTF-16 units: an emoji before a term
+ * would shift every later mark, so the text is sliced as an array of code points. */
+function passage(result) {
+  const text = Array.from(result.text);
+  const spans = result.highlights || [];
+  const excerpt = result.excerpt || { start: 0, end: text.length };
+  const shown = el("p", { className: "passage" }, marked(text, spans, excerpt.start, excerpt.end));
+  shown.classList.toggle("cut-start", excerpt.start > 0);
+  shown.classList.toggle("cut-end", excerpt.end < text.length);
+  if (excerpt.start === 0 && excerpt.end === text.length) return [shown];
+  const whole = el(
+    "details",
+    { className: "whole" },
+    el("summary", { textContent: "Whole passage" }),
+    el("p", { className: "chunk-text" }, marked(text, spans, 0, text.length)),
+  );
+  return [shown, whole];
 }
 
-/** The query's words (less stop words) with their forms. */
-function queryTerms(query) {
-  const terms = new Set();
-  for (const match of query.toLowerCase().matchAll(WORD)) {
-    const word = match[0];
-    if (STOPWORDS.has(word) || (word.length < 2 && !/\p{N}/u.test(word))) continue;
-    for (const form of forms(word)) terms.add(form);
-  }
-  return terms;
-}
-
-/** Whether a passage word is one of the query's words, give or take an ending. */
-function matchesQuery(word, terms) {
-  return forms(word.toLowerCase()).some((form) => terms.has(form));
-}
-
-/** The passage as text nodes, with each word that matches a query term in a <mark>. */
-function highlight(text, terms) {
+/** `text` (code points) from `start` to `end` as text nodes, each highlight in a <mark>. */
+function marked(text, spans, start, end) {
+  const slice = (from, to) => text.slice(from, to).join("");
   const fragment = document.createDocumentFragment();
-  let last = 0;
-  for (const match of text.matchAll(WORD)) {
-    if (!matchesQuery(match[0], terms)) continue;
-    if (match.index > last) fragment.append(document.createTextNode(text.slice(last, match.index)));
-    fragment.append(el("mark", { textContent: match[0] }));
-    last = match.index + match[0].length;
+  let last = start;
+  for (const [lo, hi] of spans) {
+    const from = Math.max(lo, start);
+    const to = Math.min(hi, end);
+    if (to <= from || from < last) continue;
+    if (from > last) fragment.append(document.createTextNode(slice(last, from)));
+    fragment.append(el("mark", { textContent: slice(from, to) }));
+    last = to;
   }
-  if (last < text.length) fragment.append(document.createTextNode(text.slice(last)));
+  if (last < end) fragment.append(document.createTextNode(slice(last, end)));
   return fragment;
 }
 

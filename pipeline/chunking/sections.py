@@ -28,7 +28,9 @@ from pipeline.document import BLOCK_SEPARATOR, Block, BlockKind
 class Chunk:
     """The span `[start, end)` of the full text (`text == full_text[start:end]`): pages are
     the first and last of the blocks it overlaps (None without pages), `headings` the section's
-    heading path, outermost first."""
+    heading path, outermost first. `gap` is the text between the previous chunk's end and this
+    one's start (whitespace; empty where they overlap or touch, and for the first chunk): with
+    it, consecutive chunks rebuild the text they span exactly (`pipeline.search.context`)."""
 
     index: int
     text: str
@@ -37,6 +39,7 @@ class Chunk:
     page_start: int | None
     page_end: int | None
     headings: tuple[str, ...]
+    gap: str = ""
 
 
 def chunk_text(
@@ -160,6 +163,8 @@ class _HeldBlocks:
 
     blocks: list[Block] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
+    tail: tuple[int, str] | None = None
+    """Where the last chunk so far ends, and the rest of its block's text from there."""
 
     def add(self, block: Block, start: int) -> None:
         self.blocks.append(block)
@@ -180,6 +185,7 @@ class _HeldBlocks:
         begin = max(bisect_right(self.offsets, lo) - 1, 0)
         blocks, base = self.blocks[begin:end], self.offsets[begin]
         offsets = [offset - base for offset in self.offsets[begin:end]]
+        lead = self._lead(begin)
         del self.blocks[:end], self.offsets[:end]
         text = BLOCK_SEPARATOR.join(block.text for block in blocks)
         linear = isinstance(length, CharLength)  # characters need no reading ahead
@@ -193,7 +199,13 @@ class _HeldBlocks:
         pages = [block.page for block in blocks]
         has_pages = any(page is not None for page in pages)
         chunks: list[Chunk] = []
+        previous = None  # the previous chunk's end in `text`; before it, `lead` leads here
         for start, stop in splitter.split_section(lo - base, hi - base):
+            if previous is None:
+                gap = "" if lead is None else lead + text[:start]
+            else:
+                gap = text[previous:start] if start > previous else ""
+            previous = stop
             known = []
             if has_pages:  # the pages of the blocks the chunk overlaps
                 low, high = bisect_right(offsets, start) - 1, bisect_right(offsets, stop - 1)
@@ -208,6 +220,21 @@ class _HeldBlocks:
                     page_start,
                     page_end,
                     headings,
+                    gap,
                 )
             )
+        if previous is not None:  # the text after the last chunk, for the next one's gap
+            last = bisect_right(offsets, previous - 1) - 1
+            self.tail = (previous + base, blocks[last].text[previous - offsets[last] :])
         return chunks
+
+    def _lead(self, begin: int) -> str | None:
+        """Return the text from the last chunk's end to the start of the held block `begin`
+        (None before the first chunk)."""
+        if self.tail is None:
+            return None
+        pieces = [self.tail[1]]
+        for block in self.blocks[:begin]:
+            pieces += (BLOCK_SEPARATOR, block.text)
+        pieces.append(BLOCK_SEPARATOR)
+        return "".join(pieces)

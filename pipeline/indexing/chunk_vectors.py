@@ -4,7 +4,8 @@ each keyword (sparse) vector is built from, and the records that carry them to t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -27,25 +28,49 @@ def keyword_text(chunk: Chunk) -> str:
     return "\n".join([*chunk.headings, chunk.text])
 
 
+def document_title(filename: str | None, user_metadata: Mapping[str, Any]) -> str | None:
+    """Return the title a contextual header names: the upload's `title` metadata, else the
+    file's name without its extension. (A title the parser finds, e.g. a PDF's, is known only
+    once the whole file is read, after the first chunks are embedded: a header must not
+    depend on how far the parser had got.)"""
+    title = user_metadata.get("title")
+    if isinstance(title, str) and title.strip():
+        return title.strip()
+    if filename:
+        stem = PurePosixPath(filename.replace("\\", "/")).name
+        return stem.rsplit(".", 1)[0] if "." in stem[1:] else stem
+    return None
+
+
+def embedding_text(chunk: Chunk, title: str | None) -> str:
+    """Return the text a chunk's dense vector is made from with contextual headers: its
+    document's title and heading path, a line each, then the chunk (BENCHMARKS.md,
+    "Contextual headers"). A heading equal to the title is not repeated."""
+    header = [title] if title else []
+    header += [heading for heading in chunk.headings if heading != title]
+    return "\n".join([*header, chunk.text])
+
+
 def embed_missing(
-    chunks: Sequence[Chunk],
+    texts: Sequence[str],
     hashes: Sequence[str],
     reusable: dict[str, np.ndarray],
     *,
     embedder: Embedder,
     on_progress: Callable[[int, int], None],
 ) -> dict[str, np.ndarray]:
-    """Return text hash → vector for every chunk, embedding each missing text once, in one
+    """Return text hash → vector for every text (a chunk's, or its `embedding_text`),
+    embedding each missing text once, in one
     `embed_documents` call (the embedder batches and parallelises it); `on_progress(done,
     total)` counts chunks with a vector."""
     vectors = dict(reusable)
     missing: dict[str, str] = {}  # hash → text, first occurrence; repeated chunks embed once
     weight: dict[str, int] = {}  # chunks sharing each missing text
-    for chunk, digest in zip(chunks, hashes, strict=True):
+    for text, digest in zip(texts, hashes, strict=True):
         if digest not in vectors:
-            missing.setdefault(digest, chunk.text)
+            missing.setdefault(digest, text)
             weight[digest] = weight.get(digest, 0) + 1
-    total = len(chunks)
+    total = len(texts)
     done = total - sum(weight.values())
     record_reused(total - len(missing))  # every chunk whose vector needed no request
     on_progress(done, total)
@@ -95,6 +120,7 @@ def chunk_records(
             sparse=terms,
             document=fields,
             ocr=ocr_of_pages(ocr, chunk.page_start, chunk.page_end),
+            gap=chunk.gap,
         )
         for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
     ]

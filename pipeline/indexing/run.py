@@ -72,7 +72,7 @@ from pipeline.errors import (
     RequestError,
     Superseded,
 )
-from pipeline.indexing.chunk_vectors import chunk_records
+from pipeline.indexing.chunk_vectors import chunk_records, document_title
 from pipeline.indexing.request import NO_HOOKS, IndexHooks, IndexRequest, IndexResult
 from pipeline.indexing.window_vectors import VectorLookup, WindowVectors
 from pipeline.indexing.writer import BackgroundWriter, HeldCount, windows
@@ -120,7 +120,8 @@ def index_document(
     reusable = run.reusable_vectors(live)
 
     hooks.on_step("embed")
-    embed = WindowVectors(config, embedder, window, reusable)
+    title = document_title(document.metadata.get("filename"), request.user_metadata)
+    embed = WindowVectors(config, embedder, window, reusable, title=title)
     stats = run.stream_publish_retire(embed)  # the steps "write", "publish" and "retire"
     meta = document.metadata
     ocr = ocr_summary(meta.get("ocr"))

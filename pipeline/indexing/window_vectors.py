@@ -18,7 +18,12 @@ import numpy as np
 
 from pipeline.chunking import Chunk
 from pipeline.embedders.base import Embedder
-from pipeline.indexing.chunk_vectors import embed_missing, keyword_text, text_hash
+from pipeline.indexing.chunk_vectors import (
+    embed_missing,
+    embedding_text,
+    keyword_text,
+    text_hash,
+)
 from pipeline.sparse import SparseTerms, average_length, encode_document
 from pipeline.store import IndexConfig
 
@@ -50,6 +55,8 @@ class WindowVectors:
     size: int
     """Most chunks in a window: the texts of one `embed_documents` call, at most."""
     reusable: VectorLookup
+    title: str | None = None
+    """The document's title, for contextual headers (`document_title`)."""
     recent: OrderedDict[str, np.ndarray] = field(default_factory=OrderedDict)
     """The vectors this run used last, by text hash, least recently used first."""
 
@@ -67,7 +74,11 @@ class WindowVectors:
     ) -> Window:
         """Sparse-encode `chunks` (the window after `base` chunks) and give each text a dense
         vector; `on_progress` as in `embed_missing`."""
-        hashes = [text_hash(chunk.text) for chunk in chunks]
+        if self.config.contextual_headers:  # the hash keys reuse: it covers the header too
+            texts = [embedding_text(chunk, self.title) for chunk in chunks]
+        else:
+            texts = [chunk.text for chunk in chunks]
+        hashes = [text_hash(text) for text in texts]
         chunking = self.config.chunking
         avg_len = average_length(chunking.chunk_size, chunking.unit)
         sparse = [encode_document(keyword_text(chunk), avg_len=avg_len) for chunk in chunks]
@@ -76,7 +87,7 @@ class WindowVectors:
         known = {digest: recent[digest] for digest in hashes if digest in recent}
         known.update(reusable)
         dense = embed_missing(
-            chunks,
+            texts,
             hashes,
             known,
             embedder=self.embedder,

@@ -123,7 +123,16 @@ def encode(message: Message) -> str:
         case Chunks(chunks, ocr):
             body = {
                 "chunks": [
-                    [c.index, c.text, c.start, c.end, c.page_start, c.page_end, list(c.headings)]
+                    [
+                        c.index,
+                        c.text,
+                        c.start,
+                        c.end,
+                        c.page_start,
+                        c.page_end,
+                        list(c.headings),
+                        c.gap,
+                    ]
                     for c in chunks
                 ]
             }
@@ -183,6 +192,7 @@ def _chunks(rows: list[list[Any]]) -> list[Chunk]:
             page_start=page_start,
             page_end=page_end,
             headings=tuple(str(h) for h in headings),
+            gap=str(gap),
         )
-        for index, text, start, end, page_start, page_end, headings in rows
+        for index, text, start, end, page_start, page_end, headings, gap in rows
     ]

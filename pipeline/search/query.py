@@ -12,7 +12,10 @@ import time
 from pipeline.embedders.base import QueryCache
 from pipeline.rerank import RerankSpec
 from pipeline.search.candidates import Candidate, candidate_limit, fuse, select
+from pipeline.search.context import contexts
+from pipeline.search.excerpts import answer, query_terms
 from pipeline.search.request import (
+    Excerpt,
     Explain,
     RerankError,
     Result,
@@ -90,8 +93,16 @@ def search_outcome(
             candidates = fuse(dense, keyword)
     candidates, outcome = rerank_candidates(candidates, request, plan, reranking)
     chosen = select(candidates, request, reranked=outcome.reranked)
-    query_terms = _unique(analyze(request.query)) if request.explain else None
-    results = [_result(candidate, query_terms) for candidate in chosen]
+    explain_terms = _unique(analyze(request.query)) if request.explain else None
+    results = [_result(candidate, explain_terms) for candidate in chosen]
+    if request.excerpt:
+        _add_excerpts(results, request.query)
+    if request.expand is not None and chosen:
+        hits = [candidate.chunk for candidate in chosen]
+        for result, context in zip(
+            results, contexts(store, index, hits, request.expand), strict=True
+        ):
+            result.context = context
     took_ms = (time.perf_counter() - started) * 1000
     error = outcome.error
     response = SearchResponse(
@@ -133,5 +144,17 @@ def _result(candidate: Candidate, query_terms: list[str] | None) -> Result:
         headings=chunk.headings,
         metadata=chunk.metadata,
         ocr=chunk.ocr,
+        start=chunk.start,
+        end=chunk.end,
         explain=None if query_terms is None else _explain(candidate, query_terms),
     )
+
+
+def _add_excerpts(results: list[Result], query: str) -> None:
+    """Give each result its excerpt and highlights (`pipeline.search.excerpts`)."""
+    terms = query_terms(query)
+    for result in results:
+        found = answer(result.text, terms)
+        start, end = found.excerpt
+        result.excerpt = Excerpt(text=result.text[start:end], start=start, end=end)
+        result.highlights = found.highlights

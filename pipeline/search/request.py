@@ -4,11 +4,39 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from pipeline.rerank.config import RerankOverride
 
 SearchMode = Literal["hybrid", "vector", "keyword"]
+
+MAX_NEIGHBORS = 10
+"""Chunks `expand.neighbors` may add on each side of a hit (a bound on the work and the
+response: 21 default chunks are ~20,000 characters)."""
+MAX_SECTION_CHUNKS = 21
+"""Chunks of a heading section `expand.section` returns at most: the hit's and up to 10 on
+each side of it, the section's nearest (`chunk_indexes` says which; the document's chunks
+endpoint has the rest)."""
+
+
+class Expand(BaseModel):
+    """The context to add to each result: its neighbouring chunks, or its heading section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    neighbors: int | None = Field(default=None, ge=0, le=MAX_NEIGHBORS)
+    section: bool = False
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Expand:
+        if (self.neighbors is None) == (not self.section):
+            raise ValueError('give one of {"neighbors": n} or {"section": true}')
+        return self
+
+    @property
+    def radius(self) -> int:
+        """Chunks to read on each side of a hit."""
+        return MAX_SECTION_CHUNKS // 2 if self.section else self.neighbors or 0
 
 
 class SearchRequest(BaseModel):
@@ -33,6 +61,10 @@ class SearchRequest(BaseModel):
     with the object's model, candidates or fusion over the index's and the server's."""
     explain: bool = False
     """Give each result its ranks per retriever and its matched query terms."""
+    excerpt: bool = True
+    """Give each result its `excerpt` and `highlights` (off saves their few microseconds)."""
+    expand: Expand | None = None
+    """Give each result its `context`: neighbouring chunks or its heading section."""
 
 
 class Scores(BaseModel):
@@ -64,6 +96,24 @@ class RerankError(BaseModel):
     message: str
 
 
+class Excerpt(BaseModel):
+    """The sentences of a result's `text` that best answer the query, `text[start:end]`."""
+
+    text: str
+    start: int
+    end: int
+
+
+class Context(BaseModel):
+    """A hit's neighbouring chunks (or heading section) of its version, merged without their
+    overlaps: the document's extracted text from `start` to `end`."""
+
+    text: str
+    start: int
+    end: int
+    chunk_indexes: list[int]
+
+
 class Result(BaseModel):
     document_id: str
     chunk_index: int
@@ -80,6 +130,16 @@ class Result(BaseModel):
     metadata: dict[str, Any]
     ocr: dict[str, Any] | None = None
     """The chunk's pages read by OCR, `{"pages", "confidence"}` (mean, 0-1); None if none."""
+    start: int | None = None
+    """Where the chunk starts in the document's extracted text (characters)."""
+    end: int | None = None
+    """Where it ends: `text` is the extracted text's `[start, end)`."""
+    excerpt: Excerpt | None = None
+    """The one to three sentences of `text` that best answer the query (with `excerpt`)."""
+    highlights: list[tuple[int, int]] = Field(default_factory=list)
+    """Spans `[start, end)` of `text` holding the query's terms after analysis."""
+    context: Context | None = None
+    """With `expand`: the neighbouring chunks or the section, merged."""
     explain: Explain | None = None
     """With `explain: true`."""
 

@@ -53,14 +53,27 @@ class IndexConfig(BaseModel):
     chunking: ChunkingSpec = Field(default_factory=ChunkingSpec)
     description: str | None = None
     created_at: str = Field(default_factory=_now_rfc3339)
-    metadata_schema: dict[str, FieldType] | None = None
-    """Declared user metadata fields (`pipeline.store.schema`); fields may be added later."""
-    rerank: RerankConfig | None = None
-    """The default second stage of its searches; may change at any time."""
+    metadata_schema: dict[str, FieldType] | None = Field(
+        default=None, exclude_if=lambda schema: schema is None
+    )
+    """Declared user metadata fields (`pipeline.store.schema`); fields may be added later.
+    Stored only when declared, as `contextual_headers` is, for the previous release."""
+    rerank: RerankConfig | None = Field(default=None, exclude_if=lambda rerank: rerank is None)
+    """The default second stage of its searches; may change at any time. Stored only when
+    set, for the previous release."""
+    contextual_headers: bool = Field(default=False, exclude_if=lambda on: not on)
+    """Embed each chunk with its document's title and heading path in front (the stored
+    text stays the chunk alone). False for indexes made before the setting existed; stored
+    only when on, so a previous release (whose config forbids unknown keys) still reads
+    every index it can serve, e.g. during a rolling upgrade."""
 
     def conflicts_with(self, other: IndexConfig) -> bool:
         """Whether `other` asks for different vectors or chunks (description/time aside)."""
-        return self.embedding != other.embedding or self.chunking != other.chunking
+        return (
+            self.embedding != other.embedding
+            or self.chunking != other.chunking
+            or self.contextual_headers != other.contextual_headers
+        )
 
     def conflict_message(self, name: str, wanted: IndexConfig) -> str:
         """Say how `wanted` differs from this, the stored config of index `name`."""
@@ -70,6 +83,12 @@ class IndexConfig(BaseModel):
                 f"Index '{name}' is embedded with {have.provider}/{have.model} "
                 f"({have.dimensions} dimensions), not {want.provider}/{want.model} "
                 f"({want.dimensions}); vectors of two models cannot share an index. Delete the "
+                "index or use another name."
+            )
+        if self.contextual_headers != wanted.contextual_headers:
+            return (
+                f"Index '{name}' embeds chunks with contextual_headers "
+                f"{str(self.contextual_headers).lower()}; its vectors cannot change. Delete the "
                 "index or use another name."
             )
         have_c, want_c = self.chunking, wanted.chunking
@@ -89,6 +108,7 @@ class IndexInfo(BaseModel):
     embedding: EmbeddingConfig
     chunking: ChunkingSpec
     description: str | None
+    contextual_headers: bool = False
     documents: int
     chunks: int
     created_at: str
@@ -170,6 +190,8 @@ class ChunkRecord:
     document: DocumentFields
     ocr: dict[str, Any] | None = None
     """This chunk's pages read by OCR and their mean confidence; None when none was."""
+    gap: str = ""
+    """The text between the previous chunk's end and this one's start (`Chunk.gap`)."""
 
     def payload(self, *, state: str) -> dict[str, Any]:
         """Return the flat point payload (filters address `metadata.<key>`)."""
@@ -183,6 +205,7 @@ class ChunkRecord:
             "text_hash": self.text_hash,
             "start": self.start,
             "end": self.end,
+            "gap": self.gap,
             "page_start": self.page_start,
             "page_end": self.page_end,
             "headings": list(self.headings),
@@ -230,7 +253,7 @@ def stored_document(payload: dict[str, Any]) -> StoredDocument:
 
 RESULT_PAYLOAD_KEYS = (
     "document_id", "version", "chunk_index", "text", "filename", "format", "page_start",
-    "page_end", "headings", "metadata", "ocr", "title",
+    "page_end", "headings", "metadata", "ocr", "title", "start", "end",
 )  # fmt: skip
 """Payload keys read for a search hit."""
 
@@ -253,6 +276,8 @@ class ScoredChunk:
     metadata: dict[str, Any]
     ocr: dict[str, Any] | None = None
     title: str | None = None
+    start: int | None = None
+    end: int | None = None
 
     @classmethod
     def from_payload(cls, point_id: str, score: float, payload: dict[str, Any]) -> ScoredChunk:
@@ -271,4 +296,45 @@ class ScoredChunk:
             metadata=payload.get("metadata") or {},
             ocr=payload.get("ocr"),
             title=payload.get("title"),
+            start=payload.get("start"),
+            end=payload.get("end"),
+        )
+
+
+CHUNK_PAYLOAD_KEYS = (
+    "document_id", "version", "chunk_index", "text", "start", "end", "gap", "page_start",
+    "page_end", "headings",
+)  # fmt: skip
+"""Payload keys read for a document's chunks and a hit's neighbours."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as stored, with its offsets in its document's extracted text; `gap` is the
+    text between the previous chunk's end and its start (None: written before gaps were)."""
+
+    document_id: str
+    version: int
+    chunk_index: int
+    text: str
+    start: int | None
+    end: int | None
+    gap: str | None
+    page_start: int | None
+    page_end: int | None
+    headings: list[str]
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> StoredChunk:
+        return cls(
+            document_id=payload["document_id"],
+            version=payload["version"],
+            chunk_index=payload["chunk_index"],
+            text=payload.get("text", ""),
+            start=payload.get("start"),
+            end=payload.get("end"),
+            gap=payload.get("gap"),
+            page_start=payload.get("page_start"),
+            page_end=payload.get("page_end"),
+            headings=list(payload.get("headings") or []),
         )

@@ -177,6 +177,7 @@ class VectorStore:
             embedding=config.embedding,
             chunking=config.chunking,
             description=config.description,
+            contextual_headers=config.contextual_headers,
             documents=len(documents),
             chunks=sum(document.chunks for document in documents),
             created_at=config.created_at,

@@ -103,8 +103,9 @@ def start(
     return Process(args=command, popen=popen, log_path=log_path)
 
 
-def wait_until_up(process: Process, base_url: str, *, timeout: float = 120.0) -> None:
-    """Wait until `/healthz` answers; fail with the process log if it exits or times out."""
+def wait_until_up(process: Process, base_url: str, *, timeout: float = 300.0) -> None:
+    """Wait until `/healthz` answers; fail with the process log if it exits or times out
+    (generous: at a load average of 30 on 2 cores, `serve` took 102 s to answer)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.popen.poll() is not None:

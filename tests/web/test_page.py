@@ -123,9 +123,15 @@ def test_upload_two_documents_follow_progress_and_search(
     first = results[0]
     assert first.get_attribute("data-document-id") == DOCX.name == expected[0]["document_id"]
     passage = text_of(first.find_element(By.CLASS_NAME, "passage"))
-    assert passage == expected[0]["text"]
+    assert passage == expected[0]["excerpt"]["text"]  # the excerpt, not a cut-off chunk
     highlighted = {m.lower() for m in page.marks(first)}
-    assert highlighted == {"nested", "table"}, highlighted
+    excerpt = expected[0]["excerpt"]
+    assert highlighted == {
+        expected[0]["text"][start:end].lower()
+        for start, end in expected[0]["highlights"]
+        if excerpt["start"] <= start and end <= excerpt["end"]
+    }
+    assert highlighted and highlighted <= {"nested", "table", "tables"}, highlighted
     score = text_of(first.find_element(By.CLASS_NAME, "score"))
     assert score == f"{expected[0]['score']:.4f}"
     headings = first.find_elements(By.CLASS_NAME, "headings")
@@ -139,7 +145,9 @@ def test_upload_two_documents_follow_progress_and_search(
     shots.take("search-keyword-filtered")
     assert results, "no result in the README"
     assert {r.get_attribute("data-document-id") for r in results} == {README.name}
-    assert any("ocr" in {m.lower() for m in page.marks(r)} for r in results)
+    # The query's terms are marked in the excerpt or, outside it, in the whole passage.
+    marked = [{text_of(m).lower() for m in r.find_elements(By.TAG_NAME, "mark")} for r in results]
+    assert any("ocr" in terms for terms in marked), marked
     results = page.search(browser, "document table", top_k=10, per_document=1)
     documents = [r.get_attribute("data-document-id") for r in results]
     assert sorted(documents) == sorted({README.name, DOCX.name}), documents
@@ -231,7 +239,7 @@ def test_server_text_is_shown_as_text(
         "/v1/indexes/web-escape/search", json={"query": "zebra passage", "mode": "keyword"}
     ).json()["results"]
     passage = text_of(results[0].find_element(By.CLASS_NAME, "passage"))
-    assert passage == expected[0]["text"] and f"zebra passage {markup}" in passage
+    assert passage == expected[0]["excerpt"]["text"] and f"zebra passage {markup}" in passage
     assert text_of(results[0].find_element(By.CLASS_NAME, "headings")) == f"Injection {markup}"
     assert markup in text_of(page.document_rows(browser)[document.name])
     assert browser.find_elements(By.CSS_SELECTOR, "main img") == []

@@ -9,7 +9,7 @@ import numpy as np
 
 from pipeline.chunking import Chunk, ChunkingSpec
 from pipeline.embedders.base import EmbeddingConfig, ProgressCallback
-from pipeline.indexing.chunk_vectors import text_hash
+from pipeline.indexing.chunk_vectors import document_title, text_hash
 from pipeline.indexing.window_vectors import REPEAT_CACHE_BYTES, Window, WindowVectors
 from pipeline.settings import ChunkUnit
 from pipeline.sparse import encode_query
@@ -194,3 +194,32 @@ def test_progress_counts_chunks_with_their_vector() -> None:
     assert progress[-1] == (4, 4)
     assert progress == sorted(progress)
     assert embedder.batches == [[TEXTS["b"], TEXTS["c"]]]  # the window's missing texts, once
+
+
+def test_contextual_headers_embed_the_title_and_headings_and_key_reuse_by_them() -> None:
+    embedder = CountingEmbedder()
+    config = CONFIG.model_copy(update={"contextual_headers": True})
+    headed = WindowVectors(
+        config=config, embedder=embedder, size=8, reusable=StoredVersion().lookup,
+        title="Handbook",
+    )  # fmt: skip
+    chunks = _chunks("ab", headings=("Handbook", "Leave", "Parental"))
+    window = headed.window(chunks, base=0, on_progress=lambda done, total: None)
+    expected = [f"Handbook\nLeave\nParental\n{TEXTS[name]}" for name in "ab"]
+    assert embedder.embedded == expected  # the title once, though it is a heading too
+    assert window.hashes == [text_hash(text) for text in expected]
+    # The same chunk under another heading is another text: embedded again, not reused.
+    moved = headed.window(
+        _chunks("a", base=2, headings=("Handbook", "Pay")), base=2,
+        on_progress=lambda done, total: None,
+    )  # fmt: skip
+    assert embedder.embedded[-1] == f"Handbook\nPay\n{TEXTS['a']}"
+    assert moved.hashes != window.hashes[:1]
+
+
+def test_the_title_is_the_uploads_or_the_file_name() -> None:
+    assert document_title("reports/q3 summary.final.pdf", {}) == "q3 summary.final"
+    assert document_title("C:\\docs\\plan.docx", {"title": "  "}) == "plan"
+    assert document_title("a.txt", {"title": "Annual report"}) == "Annual report"
+    assert document_title(".bashrc", {}) == ".bashrc"
+    assert document_title(None, {}) is None
