@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import SearchFilter, VectorStore
+from pipeline.store import SearchFilter, StoredDocument, VectorStore
 from pipeline.store.ordering import id_of, order_key
 from pipeline.store.requests import point_of
 from tests.pipeline.store.test_store import CONFIG, ENGINES, records, store_settings
@@ -28,7 +28,8 @@ def mixed_ids(count: int, seed: int = 7) -> list[str]:
 
 
 def put(store: VectorStore, document_id: str, version: int = 1, **metadata: object) -> None:
-    store.write_chunks("docs", records(document_id, version, [f"text of {document_id}", "more"], metadata=metadata))  # fmt: skip
+    texts = [f"text of {document_id}", "more"]
+    store.write_chunks("docs", records(document_id, version, texts, metadata=metadata))
     store.publish("docs", document_id, version)
 
 
@@ -122,7 +123,7 @@ def test_a_document_with_two_live_versions_is_listed_once_at_its_newest(
         ]  # fmt: skip
 
 
-def pages_docs(store: VectorStore, limit: int) -> list[list[object]]:
+def pages_docs(store: VectorStore, limit: int) -> list[list[StoredDocument]]:
     out, after = [], None
     while True:
         page = store.document_page("docs", limit=limit, after=after)
@@ -171,12 +172,12 @@ def test_a_page_reads_records_in_proportion_to_its_size_not_the_index(
     for document_id in ids[:30]:
         put(store, document_id)
     store.list_documents("docs")  # the one-off check for records without order keys
-    store.engine.scroll = counting  # type: ignore[method-assign]
+    store.engine.scroll = counting  # type: ignore[method-assign, assignment]
     small = page_cost(ids[9])
     store.engine.scroll = scroll  # type: ignore[method-assign]
     for document_id in ids[30:]:
         put(store, document_id)
-    store.engine.scroll = counting  # type: ignore[method-assign]
+    store.engine.scroll = counting  # type: ignore[method-assign, assignment]
     large = page_cost(ids[9])
     # a few batches of limit + 1 each (21 and 23 when written), never the 300 of the index
     assert max(small, large) <= 4 * 11, (small, large)
