@@ -104,7 +104,7 @@ def patch_metadata(
         if live is None:
             raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
         seen = fence.current_version(index, document_id)
-        if seen is not None and seen > live.version and _being_ingested(services, index, live):
+        if _being_ingested(services, index, live):
             raise DocumentIngesting(_ingesting_message(document_id))
         # Only if no upload took a version since `seen`: one that did must not be superseded.
         version = fence.next_version_if(index, document_id, seen=seen, floor=live.version)
@@ -123,8 +123,11 @@ def patch_metadata(
 
 
 def _being_ingested(services: Services, index: str, live: StoredDocument) -> bool:
-    """Whether a running job is storing (or about to take) a newer version of `live`'s
-    document; a version handed out to an attempt that failed or was cancelled is not one."""
+    """Whether a running job is storing (or will take) a newer version of `live`'s document,
+    which would replace this PATCH's metadata with its own. A version handed out to an
+    attempt that failed or was cancelled does not count; an upload still queued replaces
+    the document when it runs, as any later upload does. Running jobs are as many as the
+    workers' slots, so this reads a handful of job records."""
     for job_id in services.jobs.running():
         try:
             work = services.jobs.work(job_id)
