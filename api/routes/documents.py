@@ -292,6 +292,8 @@ def _parse_filter(raw: str | None) -> SearchFilter | None:
         raise InvalidFilter(
             'The filter is not valid JSON; send an object such as {"department": "legal"}.'
         ) from exc
+    if not isinstance(parsed, dict):  # JSON null too: no filter is sent by leaving it out
+        raise InvalidFilter('A filter must be a JSON object, such as {"department": "legal"}.')
     return SearchFilter.parse(parsed)
 
 
