@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     from pipeline.services import Services
 
 MAX_DELETE = 1000
-"""The most documents one delete-by-filter request removes; `more` says whether others match
-(each is a whole single delete, about as long as one DELETE request: BENCHMARKS.md,
-"Delete by filter")."""
+"""The most documents one delete-by-filter request removes; `more` says whether others match.
+Each is a whole single delete (a lock, a version, a store delete, and its webhook event), so
+a request stays a bounded synchronous answer instead of a job; a larger clean-up repeats it."""
 PATCH_LOCK_WAIT_SECONDS = 30.0
 """How long a PATCH waits for another holder of the document's store lock (an upload being
 stored, a delete, another PATCH) before answering `document_busy`."""
