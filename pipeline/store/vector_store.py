@@ -4,8 +4,9 @@ An index's settings are stored with it, so every process reads the same ones. A 
 point with a dense vector ("dense", cosine) and a keyword vector ("keyword", sparse, Qdrant's
 IDF modifier), written "staged" and made "live" when its whole version is stored; searches see
 live points only. Documents are derived from the points (the chunk_index 0 point of a
-document's highest live version carries its fields), never from a second database, and listing
-them reads those points alone through a payload index: O(documents), not O(chunks).
+document's highest live version carries its fields), never from a second database. Listing
+them reads those points alone, in `document_id` order a page at a time
+(`pipeline.store.ordering`): O(documents listed), not O(index).
 
 This is the store's logic, once; `pipeline.store.engine` is the seam to the two engines.
 """
