@@ -23,12 +23,12 @@ from pipeline import metrics
 from pipeline.errors import DocumentNotFound, IndexConflict, IndexNotFound
 from pipeline.settings import Settings
 from pipeline.sparse import SparseTerms
+from pipeline.store.candidates import CandidateQueries
 from pipeline.store.documents import MAX_PAGE, DocumentPage, DocumentRecords, PayloadIndexes
 from pipeline.store.engine import Engine, open_engine
 from pipeline.store.filters import SearchFilter, metadata_path
 from pipeline.store.models import (
     DOCUMENT_PAYLOAD_KEYS,
-    RESULT_PAYLOAD_KEYS,
     ChunkRecord,
     DocumentFields,
     IndexConfig,
@@ -44,14 +44,11 @@ from pipeline.store.requests import (
     DENSE,
     KEYWORD,
     Point,
-    candidate_request,
     equals,
     fields_filter,
-    fused_query,
     metadata_index_schema,
     point_from_record,
     point_of,
-    scored_chunk,
 )
 from pipeline.store.schema import PAYLOAD_INDEX, FieldType, merge_schemas, validate_metadata
 
@@ -66,7 +63,7 @@ WRITE_BATCH = 256
 _SCROLL_PAGE = 256
 
 
-class VectorStore:
+class VectorStore(CandidateQueries):
     """All index, point, document and search-candidate operations; safe to share by threads."""
 
     def __init__(self, engine: Engine) -> None:
@@ -426,64 +423,3 @@ class VectorStore:
     def delete_document(self, index: str, document_id: str) -> bool:
         """Delete every point of the document (all versions and states); False if none."""
         return self._delete(index, fields_filter(document_id=document_id)) > 0
-
-    # --- search candidates --------------------------------------------------------------
-
-    def query_dense(
-        self, index: str, vector: np.ndarray, *, limit: int, filter: SearchFilter | None = None
-    ) -> list[ScoredChunk]:
-        """Return live chunks by cosine similarity to `vector` (higher is better)."""
-        return self._query(index, [candidate_request(vector, limit=limit, search_filter=filter)])[0]
-
-    def query_sparse(
-        self, index: str, terms: SparseTerms, *, limit: int, filter: SearchFilter | None = None
-    ) -> list[ScoredChunk]:
-        """Return live chunks by keyword score (IDF-weighted dot product; higher is better)."""
-        if not terms.indices:
-            return []
-        return self._query(index, [candidate_request(terms, limit=limit, search_filter=filter)])[0]
-
-    def query_both(
-        self,
-        index: str,
-        *,
-        vector: np.ndarray,
-        terms: SparseTerms,
-        limit: int,
-        filter: SearchFilter | None = None,
-    ) -> tuple[list[ScoredChunk], list[ScoredChunk]]:
-        """Return the dense and the keyword candidates, fetched in one round trip."""
-        requests = [candidate_request(vector, limit=limit, search_filter=filter)]
-        if terms.indices:
-            requests.append(candidate_request(terms, limit=limit, search_filter=filter))
-        lists = self._query(index, requests)
-        return lists[0], lists[1] if len(lists) > 1 else []
-
-    def query_fused(
-        self,
-        index: str,
-        *,
-        vector: np.ndarray,
-        terms: SparseTerms,
-        limit: int,
-        filter: SearchFilter | None = None,
-        rrf_k: int | None = None,
-    ) -> list[ScoredChunk]:
-        """Return Qdrant's own RRF over the dense and keyword candidates (`limit` each).
-
-        Its scores are fused ranks only; search fuses on the client to keep each retriever's
-        score, and tests compare the two. `rrf_k` None is Qdrant's default constant.
-        """
-        prefetch, query = fused_query(vector, terms, limit=limit, search_filter=filter, rrf_k=rrf_k)
-        points = self.engine.query_fused(
-            validate_index_name(index),
-            prefetch=prefetch,
-            query=query,
-            limit=2 * limit,
-            with_payload=RESULT_PAYLOAD_KEYS,
-        )
-        return [scored_chunk(point) for point in points]
-
-    def _query(self, index: str, requests: list[models.QueryRequest]) -> list[list[ScoredChunk]]:
-        responses = self.engine.query_batch(validate_index_name(index), requests)
-        return [[scored_chunk(point) for point in points] for points in responses]
