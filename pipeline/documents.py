@@ -31,6 +31,7 @@ from pipeline.metadata import validate_user_metadata
 from pipeline.store import StoredDocument
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
 from pipeline.store.filters import SearchFilter
+from pipeline.store.schema import validate_metadata
 
 if TYPE_CHECKING:
     from pipeline.services import Services
@@ -90,9 +91,10 @@ def patch_metadata(
             '"legal"}}; {} removes it all.'
         )
     metadata = validate_user_metadata(raw_metadata, max_bytes=services.settings.max_metadata_bytes)
-    # Hook: once an index may declare a `metadata_schema` (API.md v1.2), check `metadata`
-    # against it here exactly as an upload's is checked, before the lock is taken.
     store, fence = services.store, services.fence
+    config = store.index_config(index)
+    # the index's declared `metadata_schema`, as an upload is checked, before any lock or version
+    validate_metadata(metadata, config.metadata_schema if config is not None else None)
     with fence.lock(
         index,
         document_id,
