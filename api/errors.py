@@ -17,6 +17,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from pipeline.errors import (
     CursorExpired,
+    DocumentIngesting,
     DocumentNotFound,
     DocumentTooLarge,
     EmptyDocument,
@@ -57,6 +58,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     IndexConflict: 409,
     JobStateConflict: 409,
     CursorExpired: 409,
+    DocumentIngesting: 409,
     UploadTooLarge: 413,
     InvalidUpload: 400,
     DocumentTooLarge: 413,

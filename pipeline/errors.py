@@ -177,6 +177,8 @@ class InvalidFilter(RequestError):
 
 
 class InvalidCursor(RequestError):
+    """A listing's `cursor` is not one the service handed out."""
+
     code = "invalid_cursor"
 
 
@@ -184,6 +186,12 @@ class CursorExpired(RequestError):
     """A page cursor of a document version that is no longer the live one."""
 
     code = "cursor_expired"
+
+
+class DocumentIngesting(RequestError):
+    """A change to a document that a newer upload of it, still being ingested, would undo."""
+
+    code = "document_ingesting"
 
 
 class InvalidExport(RequestError):

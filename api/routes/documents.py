@@ -2,32 +2,48 @@
 
 from __future__ import annotations
 
+import json
 import unicodedata
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import AuthorizedIndex, ServicesDep, StateDep, StoreDep
 from api.enqueue import enqueue
 from api.upload import receive_upload
 from pipeline import metrics
-from pipeline.errors import EmptyDocument, InvalidUpload, InvalidWebhook
+from pipeline.documents import (
+    MAX_DELETE,
+    decode_cursor,
+    delete_matching,
+    encode_cursor,
+    patch_metadata,
+)
+from pipeline.errors import EmptyDocument, InvalidFilter, InvalidUpload, InvalidWebhook
 from pipeline.ingest.staging import check_room
 from pipeline.jobs.job import JobSpec
 from pipeline.keys import JobStatus
 from pipeline.metadata import parse_user_metadata
 from pipeline.settings import Settings
-from pipeline.store import StoredDocument
-from pipeline.store.chunk_pages import DEFAULT_PAGE, MAX_PAGE, ChunkPage, document_chunks
+from pipeline.store import SearchFilter, StoredDocument, chunk_pages
+from pipeline.store.chunk_pages import ChunkPage, document_chunks
+from pipeline.store.documents import MAX_PAGE
 from pipeline.store.schema import validate_metadata
 from pipeline.webhooks.urls import MAX_SECRET_CHARS, MIN_SECRET_CHARS, check_url
 
 router = APIRouter(prefix="/v1/indexes/{index}/documents", tags=["documents"])
 
 MAX_DOCUMENT_ID_CHARS = 512
+DEFAULT_PAGE = 100
+"""Documents per listing page when a paging request names no `limit`."""
+MAX_FILTER_CHARS = 16_384
+_FILTER_HELP = (
+    'A JSON object of conditions, as a search\'s `filter`: {"department": "legal"}; '
+    "document_id and metadata keys."
+)
 
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {
@@ -73,6 +89,18 @@ class UploadAccepted(BaseModel):
 
 class DocumentList(BaseModel):
     documents: list[StoredDocument]
+    next_cursor: str | None = None
+    """Pass as `cursor` for the next page; null on the last page (and for a v1 request)."""
+
+
+class MetadataPatch(BaseModel):
+    metadata: Any = Field(description="The new user metadata, a JSON object; {} removes it.")
+
+
+class DeletedDocuments(BaseModel):
+    deleted: int
+    more: bool
+    """Whether more documents match: the request stopped at `limit`; send it again."""
 
 
 def _document_id(raw: str | None, filename: str) -> str:
@@ -176,8 +204,54 @@ async def upload_document(
 
 
 @router.get("", response_model=DocumentList)
-def list_documents(index: AuthorizedIndex, store: StoreDep) -> DocumentList:
-    return DocumentList(documents=store.list_documents(index))
+def list_documents(
+    index: AuthorizedIndex,
+    store: StoreDep,
+    filter: Annotated[str | None, Query(description=_FILTER_HELP)] = None,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
+    cursor: Annotated[str | None, Query(max_length=4096)] = None,
+) -> DocumentList:
+    """Documents in `document_id` order, a page of `limit` (default 100) at a time.
+
+    A request with none of `filter`, `limit` and `cursor` is a v1 request and gets every
+    document in one answer, as v1 did (`next_cursor` null); paging clients send `limit`.
+    """
+    search_filter = _parse_filter(filter)
+    if filter is None and limit is None and cursor is None:
+        return DocumentList(documents=store.list_documents(index))
+    after = decode_cursor(cursor) if cursor is not None else None
+    page = store.document_page(
+        index, limit=limit or DEFAULT_PAGE, filter=search_filter, after=after
+    )
+    following = encode_cursor(page.next_after) if page.next_after is not None else None
+    return DocumentList(documents=page.documents, next_cursor=following)
+
+
+@router.delete(
+    "",
+    status_code=202,
+    response_model=DeletedDocuments,
+    responses={400: {"description": "No filter (pass all=true to delete every document)"}},
+)
+def delete_documents(
+    index: AuthorizedIndex,
+    services: ServicesDep,
+    filter: Annotated[str | None, Query(description=_FILTER_HELP)] = None,
+    all: Annotated[bool, Query(description="Delete every document (with no filter).")] = False,
+    limit: Annotated[int, Query(ge=1, le=MAX_DELETE)] = MAX_DELETE,
+) -> DeletedDocuments:
+    """Delete up to `limit` documents the filter matches, each as a single DELETE does;
+    `more` says whether others still match (send the request again)."""
+    search_filter = _parse_filter(filter)
+    if all and filter is not None:
+        raise InvalidFilter("all=true deletes every document; send it without a filter.")
+    if search_filter is None and not all:
+        raise InvalidFilter(
+            "Deleting by filter needs a filter that names at least one field; to delete every "
+            "document of the index, send all=true (or DELETE the index itself)."
+        )
+    outcome = delete_matching(services, index, search_filter, limit=limit)
+    return DeletedDocuments(deleted=outcome.deleted, more=outcome.more)
 
 
 @router.get("/{document_id:path}/chunks", response_model=ChunkPage)
@@ -185,7 +259,7 @@ def list_chunks(
     index: AuthorizedIndex,
     document_id: str,
     store: StoreDep,
-    limit: int = Query(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE),
+    limit: int = Query(default=chunk_pages.DEFAULT_PAGE, ge=1, le=chunk_pages.MAX_PAGE),
     cursor: str | None = Query(default=None, max_length=200),
 ) -> ChunkPage:
     """The live version's chunks in order, a page at a time (declared before the document's
@@ -196,6 +270,31 @@ def list_chunks(
 @router.get("/{document_id:path}", response_model=StoredDocument)
 def get_document(index: AuthorizedIndex, document_id: str, store: StoreDep) -> StoredDocument:
     return store.get_document(index, document_id)
+
+
+@router.patch("/{document_id:path}", response_model=StoredDocument)
+def patch_document(
+    index: AuthorizedIndex, document_id: str, body: MetadataPatch, services: ServicesDep
+) -> StoredDocument:
+    """Replace the document's user metadata on every chunk of its live version at once,
+    without parsing or embedding it again (`pipeline.documents.patch_metadata`)."""
+    return patch_metadata(services, index, document_id, body.metadata)
+
+
+def _parse_filter(raw: str | None) -> SearchFilter | None:
+    if raw is None:
+        return None
+    if len(raw) > MAX_FILTER_CHARS:
+        raise InvalidFilter(f"The filter is longer than {MAX_FILTER_CHARS} characters.")
+    try:
+        parsed = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidFilter(
+            'The filter is not valid JSON; send an object such as {"department": "legal"}.'
+        ) from exc
+    if not isinstance(parsed, dict):  # JSON null too: no filter is sent by leaving it out
+        raise InvalidFilter('A filter must be a JSON object, such as {"department": "legal"}.')
+    return SearchFilter.parse(parsed)
 
 
 @router.delete("/{document_id:path}", status_code=204)

@@ -360,6 +360,10 @@ class JobStore:
             lambda: list(self._redis.zrangebyscore(self.keys.running, "-inf", now - older_than))
         )
 
+    def running(self) -> list[str]:
+        """Return the ids of the jobs being processed."""
+        return self._call_plain(lambda: list(self._redis.zrange(self.keys.running, 0, -1)))
+
     def waiting(self, *, older_than: float) -> list[str]:
         """Return queued jobs that waited over `older_than` s since queued or last re-sent."""
         now = self._now()

@@ -193,6 +193,7 @@ class ClientEngine:
         offset: models.ExtendedPointId | None,
         payload: Sequence[str] | None,
         vectors: Sequence[str] | None,
+        order_by: str | None = None,
     ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
         with self._guard(index) as client:
             return client.scroll(
@@ -202,6 +203,7 @@ class ClientEngine:
                 offset=offset,
                 with_payload=list(payload) if payload is not None else True,
                 with_vectors=list(vectors) if vectors else False,
+                order_by=models.OrderBy(key=order_by) if order_by is not None else None,
             )
 
     def query_batch(

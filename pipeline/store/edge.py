@@ -318,6 +318,7 @@ class EdgeEngine:
         offset: models.ExtendedPointId | None,
         payload: Sequence[str] | None,
         vectors: Sequence[str] | None,
+        order_by: str | None = None,
     ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
         request = edge.ScrollRequest(
             offset=str(offset) if offset is not None else None,
@@ -325,6 +326,7 @@ class EdgeEngine:
             filter=convert.to_filter(selector),
             with_payload=convert.payload_keys(payload) if payload is not None else True,
             with_vector=list(vectors) if vectors else False,
+            order_by=edge.OrderBy(order_by, edge.Direction.Asc) if order_by is not None else None,
         )
         with self._borrow(index) as shard:
             records, next_offset = shard.scroll(request)

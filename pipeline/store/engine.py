@@ -94,8 +94,11 @@ class Engine(Protocol):
         offset: models.ExtendedPointId | None,
         payload: Sequence[str] | None,
         vectors: Sequence[str] | None,
+        order_by: str | None = None,
     ) -> tuple[list[models.Record], models.ExtendedPointId | None]:
-        """Return a page of matching points (`payload` None: all of it) and the next offset."""
+        """Return a page of matching points (`payload` None: all of it) and the next offset;
+        with `order_by` (an integer field with an index) in that field's ascending order, in
+        one page only (no offset)."""
         ...
 
     def query_batch(

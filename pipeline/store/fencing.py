@@ -49,6 +49,22 @@ end
 return redis.call('INCR', KEYS[1])
 """
 
+# KEYS[1] = counter, ARGV[1] = the value the caller saw ("" for none), ARGV[2] = floor.
+# As _NEXT_VERSION, but only while the counter still holds what the caller saw; else -1.
+_NEXT_VERSION_IF = """
+local seen = redis.call('GET', KEYS[1]) or ''
+if seen ~= ARGV[1] then
+    return -1
+end
+local current = tonumber(seen) or 0
+local floor = tonumber(ARGV[2])
+if current < floor then
+    current = floor
+end
+redis.call('SET', KEYS[1], current + 1)
+return current + 1
+"""
+
 
 class DocumentFence:
     """Per-document version counters and locks in Redis under `key_prefix`."""
@@ -57,12 +73,25 @@ class DocumentFence:
         self._redis = redis
         self._keys = Keys(key_prefix)
         self._next_version = redis.register_script(_NEXT_VERSION)
+        self._next_version_if = redis.register_script(_NEXT_VERSION_IF)
 
     def next_version(self, index: str, document_id: str, *, floor: int = 0) -> int:
         """Hand out the document's next version, never at or below `floor` (the store's)."""
         counter = self._keys.document_version(index, document_id)
         with map_redis_errors():
             return int(self._next_version(keys=[counter], args=[floor]))
+
+    def next_version_if(
+        self, index: str, document_id: str, *, seen: int | None, floor: int = 0
+    ) -> int | None:
+        """Hand out the next version as `next_version` does, but only if the newest handed out
+        is still `seen`; None if another attempt took one meanwhile (so the caller, which
+        must not supersede it, can say so instead)."""
+        counter = self._keys.document_version(index, document_id)
+        expected = "" if seen is None else str(seen)
+        with map_redis_errors():
+            version = int(self._next_version_if(keys=[counter], args=[expected, floor]))
+        return None if version < 0 else version
 
     def current_version(self, index: str, document_id: str) -> int | None:
         """Return the newest version handed out for the document, or None if none was."""

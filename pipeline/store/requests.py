@@ -19,6 +19,7 @@ from pipeline.store.models import (
     ScoredChunk,
     point_id,
 )
+from pipeline.store.ordering import order_payload
 
 
 def equals(path: str, value: str | int | bool) -> models.FieldCondition:
@@ -124,12 +125,16 @@ class Point:
 
 
 def point_of(index: str, record: ChunkRecord) -> Point:
-    """Return the staged point of one chunk."""
+    """Return the staged point of one chunk; the document's record (chunk 0) also carries
+    the keys that order documents by id (`pipeline.store.ordering`)."""
+    payload = record.payload(state="staged")
+    if record.chunk_index == 0:
+        payload.update(order_payload(record.document_id))
     return Point(
         id=point_id(index, record.document_id, record.version, record.chunk_index),
         dense=record.dense,
         sparse=record.sparse,
-        payload=record.payload(state="staged"),
+        payload=payload,
     )
 
 

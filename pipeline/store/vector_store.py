@@ -4,8 +4,9 @@ An index's settings are stored with it, so every process reads the same ones. A 
 point with a dense vector ("dense", cosine) and a keyword vector ("keyword", sparse, Qdrant's
 IDF modifier), written "staged" and made "live" when its whole version is stored; searches see
 live points only. Documents are derived from the points (the chunk_index 0 point of a
-document's highest live version carries its fields), never from a second database, and listing
-them reads those points alone through a payload index: O(documents), not O(chunks).
+document's highest live version carries its fields), never from a second database. Listing
+them reads those points alone, in `document_id` order a page at a time
+(`pipeline.store.ordering`): O(documents listed), not O(index).
 
 This is the store's logic, once; `pipeline.store.engine` is the seam to the two engines.
 """
@@ -22,11 +23,12 @@ from pipeline import metrics
 from pipeline.errors import DocumentNotFound, IndexConflict, IndexNotFound
 from pipeline.settings import Settings
 from pipeline.sparse import SparseTerms
+from pipeline.store.candidates import CandidateQueries
+from pipeline.store.documents import MAX_PAGE, DocumentPage, DocumentRecords, PayloadIndexes
 from pipeline.store.engine import Engine, open_engine
 from pipeline.store.filters import SearchFilter, metadata_path
 from pipeline.store.models import (
     DOCUMENT_PAYLOAD_KEYS,
-    RESULT_PAYLOAD_KEYS,
     ChunkRecord,
     DocumentFields,
     IndexConfig,
@@ -42,19 +44,17 @@ from pipeline.store.requests import (
     DENSE,
     KEYWORD,
     Point,
-    candidate_request,
     equals,
     fields_filter,
-    fused_query,
     metadata_index_schema,
     point_from_record,
     point_of,
-    scored_chunk,
 )
 from pipeline.store.schema import PAYLOAD_INDEX, FieldType, merge_schemas, validate_metadata
 
 __all__ = [
-    "ChunkRecord", "DocumentFields", "IndexConfig", "IndexInfo", "ScoredChunk",
+    "MAX_PAGE", "ChunkRecord", "DocumentFields", "DocumentPage", "IndexConfig", "IndexInfo",
+    "ScoredChunk",
     "SearchFilter", "SparseTerms", "StoredDocument", "VectorStore", "point_id",
     "validate_index_name",
 ]  # fmt: skip
@@ -63,12 +63,14 @@ WRITE_BATCH = 256
 _SCROLL_PAGE = 256
 
 
-class VectorStore:
+class VectorStore(CandidateQueries):
     """All index, point, document and search-candidate operations; safe to share by threads."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._indexed_keys: dict[str, set[str] | None] = {}
+        self._payload_indexes = PayloadIndexes(engine)
+        self._records = DocumentRecords(engine, self._payload_indexes)
 
     @classmethod
     def open(cls, settings: Settings) -> VectorStore:
@@ -103,7 +105,7 @@ class VectorStore:
             if existing is None:
                 try:
                     self.engine.create_index(name, config)
-                    self._indexed_keys.pop(name, None)
+                    self._forget(name)
                     self._index_declared_fields(name, config.metadata_schema or {})
                     return self._info(name, config), True
                 except Exception as exc:  # lost a race with another process, or a failure
@@ -167,19 +169,24 @@ class VectorStore:
         """Delete index `name` and all its points; False if it did not exist."""
         validate_index_name(name)
         with self.engine.locked():
-            self._indexed_keys.pop(name, None)
+            self._forget(name)
             return self.engine.delete_index(name)
 
+    def _forget(self, name: str) -> None:
+        self._indexed_keys.pop(name, None)
+        self._payload_indexes.forget(name)
+        self._records.forget(name)
+
     def _info(self, name: str, config: IndexConfig) -> IndexInfo:
-        documents = self.list_documents(name)
+        documents, chunks = self._records.count(name)
         return IndexInfo(
             name=name,
             embedding=config.embedding,
             chunking=config.chunking,
             description=config.description,
             contextual_headers=config.contextual_headers,
-            documents=len(documents),
-            chunks=sum(document.chunks for document in documents),
+            documents=documents,
+            chunks=chunks,
             created_at=config.created_at,
             metadata_schema=config.metadata_schema,
             rerank=config.rerank,
@@ -203,14 +210,13 @@ class VectorStore:
         declared = config.metadata_schema or {}
         for metadata in {id(r.document.metadata): r.document.metadata for r in records}.values():
             validate_metadata(metadata, declared)  # the API checked; a split API may not have
-        self._index_metadata_keys(index, records, declared)
+        self._index_metadata_keys(index, [record.document.metadata for record in records], declared)
         for start in range(0, len(records), WRITE_BATCH):
             points = [point_of(index, record) for record in records[start : start + WRITE_BATCH]]
-            self.engine.upsert(index, points)
-            metrics.POINTS_UPSERTED.inc(len(points))
+            self._write(index, points)
 
     def _index_metadata_keys(
-        self, index: str, records: Sequence[ChunkRecord], declared: Mapping[str, FieldType]
+        self, index: str, metadatas: Sequence[Mapping[str, Any]], declared: Mapping[str, FieldType]
     ) -> None:
         """Give each undeclared user metadata key a payload index the first time it is
         written (declared ones got theirs with the schema), and an index made before a core
@@ -224,8 +230,8 @@ class VectorStore:
         known = self._indexed_keys[index]
         if known is None:  # the engine keeps no payload indexes
             return
-        for record in records:
-            for key, value in record.document.metadata.items():
+        for metadata in metadatas:
+            for key, value in metadata.items():
                 path = metadata_path(key)
                 if key in declared or path in known:
                     continue
@@ -233,6 +239,13 @@ class VectorStore:
                     continue
                 self.engine.create_payload_index(index, path, schema_type)
                 known.add(path)
+
+    def _write(self, index: str, points: Sequence[Point]) -> None:
+        """Upsert `points`, first giving the order keys of document records their index."""
+        firsts = [point.payload for point in points if point.payload.get("chunk_index") == 0]
+        self._payload_indexes.ensure_order_fields(index, firsts)
+        self.engine.upsert(index, points)
+        metrics.POINTS_UPSERTED.inc(len(points))
 
     def publish(
         self,
@@ -314,9 +327,10 @@ class VectorStore:
             yield point_from_record(record)
 
     def write_points(self, index: str, points: Sequence[Point]) -> None:
-        """Write points as they are, state included (for import)."""
-        self.engine.upsert(validate_index_name(index), points)
-        metrics.POINTS_UPSERTED.inc(len(points))
+        """Write points as they are, state included (for import); records exported by a
+        release before documents were ordered get their order keys at the next listing."""
+        self._write(validate_index_name(index), points)
+        self._records.forget(index)
 
     def _scroll(
         self,
@@ -349,10 +363,52 @@ class VectorStore:
                 latest[document.document_id] = document
         return latest
 
-    def list_documents(self, index: str) -> list[StoredDocument]:
-        """Return each document's highest live version, ordered by document_id."""
-        documents = self._live_documents(index, None)
-        return [documents[key] for key in sorted(documents)]
+    def list_documents(
+        self, index: str, *, filter: SearchFilter | None = None
+    ) -> list[StoredDocument]:
+        """Return each (matching) document's highest live version, ordered by document_id."""
+        return list(self.iter_documents(index, filter=filter))
+
+    def iter_documents(
+        self, index: str, *, filter: SearchFilter | None = None, after: str | None = None
+    ) -> Iterator[StoredDocument]:
+        """Yield the (matching) documents after `after`, in document_id order, read a page
+        at a time (`pipeline.store.ordering`)."""
+        return self._records.iterate(validate_index_name(index), search_filter=filter, after=after)
+
+    def document_page(
+        self,
+        index: str,
+        *,
+        limit: int,
+        filter: SearchFilter | None = None,
+        after: str | None = None,
+    ) -> DocumentPage:
+        """Return up to `limit` (1 to `MAX_PAGE`) documents after `after`, in document_id
+        order, and the id the next page starts after (None at the end): O(limit) records."""
+        return self._records.page(
+            validate_index_name(index), limit=limit, search_filter=filter, after=after
+        )
+
+    def copy_version(
+        self, index: str, document_id: str, *, source: int, target: int, changes: dict[str, Any]
+    ) -> int:
+        """Write every point of version `source` again as staged points of `target`, with
+        `changes` on their payload and the same vectors; return how many. New metadata is
+        checked against the index's declared schema and indexed as an upload's is."""
+        config = self.index_config(index)
+        declared = (config.metadata_schema or {}) if config is not None else {}
+        metadata = changes.get("metadata")
+        if isinstance(metadata, dict):
+            validate_metadata(metadata, declared)
+            self._index_metadata_keys(index, [metadata], declared)
+        copied = 0
+        for points in self._records.copy_version(
+            validate_index_name(index), document_id, source=source, target=target, changes=changes
+        ):
+            self._write(index, points)
+            copied += len(points)
+        return copied
 
     def live_document(self, index: str, document_id: str) -> StoredDocument | None:
         return self._live_documents(index, document_id).get(document_id)
@@ -367,64 +423,3 @@ class VectorStore:
     def delete_document(self, index: str, document_id: str) -> bool:
         """Delete every point of the document (all versions and states); False if none."""
         return self._delete(index, fields_filter(document_id=document_id)) > 0
-
-    # --- search candidates --------------------------------------------------------------
-
-    def query_dense(
-        self, index: str, vector: np.ndarray, *, limit: int, filter: SearchFilter | None = None
-    ) -> list[ScoredChunk]:
-        """Return live chunks by cosine similarity to `vector` (higher is better)."""
-        return self._query(index, [candidate_request(vector, limit=limit, search_filter=filter)])[0]
-
-    def query_sparse(
-        self, index: str, terms: SparseTerms, *, limit: int, filter: SearchFilter | None = None
-    ) -> list[ScoredChunk]:
-        """Return live chunks by keyword score (IDF-weighted dot product; higher is better)."""
-        if not terms.indices:
-            return []
-        return self._query(index, [candidate_request(terms, limit=limit, search_filter=filter)])[0]
-
-    def query_both(
-        self,
-        index: str,
-        *,
-        vector: np.ndarray,
-        terms: SparseTerms,
-        limit: int,
-        filter: SearchFilter | None = None,
-    ) -> tuple[list[ScoredChunk], list[ScoredChunk]]:
-        """Return the dense and the keyword candidates, fetched in one round trip."""
-        requests = [candidate_request(vector, limit=limit, search_filter=filter)]
-        if terms.indices:
-            requests.append(candidate_request(terms, limit=limit, search_filter=filter))
-        lists = self._query(index, requests)
-        return lists[0], lists[1] if len(lists) > 1 else []
-
-    def query_fused(
-        self,
-        index: str,
-        *,
-        vector: np.ndarray,
-        terms: SparseTerms,
-        limit: int,
-        filter: SearchFilter | None = None,
-        rrf_k: int | None = None,
-    ) -> list[ScoredChunk]:
-        """Return Qdrant's own RRF over the dense and keyword candidates (`limit` each).
-
-        Its scores are fused ranks only; search fuses on the client to keep each retriever's
-        score, and tests compare the two. `rrf_k` None is Qdrant's default constant.
-        """
-        prefetch, query = fused_query(vector, terms, limit=limit, search_filter=filter, rrf_k=rrf_k)
-        points = self.engine.query_fused(
-            validate_index_name(index),
-            prefetch=prefetch,
-            query=query,
-            limit=2 * limit,
-            with_payload=RESULT_PAYLOAD_KEYS,
-        )
-        return [scored_chunk(point) for point in points]
-
-    def _query(self, index: str, requests: list[models.QueryRequest]) -> list[list[ScoredChunk]]:
-        responses = self.engine.query_batch(validate_index_name(index), requests)
-        return [[scored_chunk(point) for point in points] for points in responses]

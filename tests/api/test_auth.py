@@ -73,6 +73,10 @@ def request(
     if method == "put" and "/webhooks/" in path:  # a public address: no DNS needed
         hook = {"url": "http://93.184.215.14/hook", "events": ["job.completed"]}
         return client.put(path, json=hook, headers=headers)
+    if method == "patch":
+        return client.patch(path, json={"metadata": {"team": "x"}}, headers=headers)
+    if method == "delete" and path.endswith("/documents"):
+        return client.delete(path, params={"filter": '{"team": "x"}'}, headers=headers)
     return client.request(method.upper(), path, headers=headers)
 
 
@@ -167,6 +171,8 @@ def test_key_b_works_everywhere(served: Served) -> None:
         ("get", "/v1/indexes/{index}/documents"): 200,
         ("get", "/v1/indexes/{index}/documents/{document_id}"): 404,  # no worker ran it
         ("delete", "/v1/indexes/{index}/documents/{document_id}"): 404,
+        ("patch", "/v1/indexes/{index}/documents/{document_id}"): 404,
+        ("delete", "/v1/indexes/{index}/documents"): 202,  # matched nothing
         ("post", "/v1/indexes/{index}/search"): 200,
         ("get", "/v1/indexes/{index}/search"): 200,
         ("get", "/v1/jobs/{job_id}"): 200,
