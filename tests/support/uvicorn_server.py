@@ -14,7 +14,7 @@ import uvicorn
 
 @contextmanager
 def serve_app(
-    app: Any, *, host: str = "127.0.0.1", start_timeout: float = 10.0, **config: Any
+    app: Any, *, host: str = "127.0.0.1", start_timeout: float = 120.0, **config: Any
 ) -> Iterator[str]:
     """Serve `app` with uvicorn until the block ends; yield its base URL (`http://host:port`).
 
