@@ -1,8 +1,8 @@
 """The rerank settings (`DOCINGEST_RERANK_*`), a base of `pipeline.settings.Settings`.
 
-Kept in their own module only so that settings.py stays under the module-size limit; they are
-read, validated and documented with the rest (`Settings` inherits them, and the README's
-settings table holds them). Unlike the embedding, they may change at any time.
+Kept in their own module only so that the settings module stays under the module-size
+limit; they are read, validated and documented with the rest (`Settings` inherits them, and
+the README's settings table holds them). Unlike the embedding, they may change at any time.
 """
 
 from __future__ import annotations

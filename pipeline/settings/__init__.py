@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
-from pipeline.rerank_settings import RerankSettings
+from pipeline.settings.rerank import RerankSettings
+from pipeline.settings.webhooks import WebhookSettings
 
 
 class ChunkUnit(StrEnum):
@@ -64,7 +65,7 @@ def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError("chunk_overlap must be smaller than chunk_size")
 
 
-class Settings(RerankSettings):
+class Settings(RerankSettings, WebhookSettings):
     """Every knob of docingest. Build it with `get_settings()`; never at import time."""
 
     model_config = SettingsConfigDict(
@@ -364,34 +365,6 @@ class Settings(RerankSettings):
 
     mcp_allow_private: bool = False
     """Let those URLs resolve to loopback, private or link-local addresses (refused if off)."""
-
-    # --- webhooks -----------------------------------------------------------------------
-    webhook_allow_private: bool = False
-    """Allow webhook and callback URLs whose host resolves to a loopback, link-local, private,
-    multicast or unspecified address. Off, such a URL is refused at PUT, at upload and again
-    at each delivery, so webhooks are no path into the deployment's own network."""
-
-    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
-    """How long a receiver has to answer a delivery with a 2xx; later counts as a failure."""
-
-    webhook_retry_hours: float = Field(default=24.0, gt=0)
-    """How long a delivery is retried before it is marked failed (the attempt that ends it
-    comes at or after this age)."""
-
-    webhook_backoff_base_seconds: float = Field(default=10.0, gt=0)
-    """Delay before the first retry; it doubles with each failed attempt, with jitter."""
-
-    webhook_backoff_max_seconds: float = Field(default=3600.0, gt=0)
-    """Longest delay between two attempts."""
-
-    webhook_concurrency: int = Field(default=8, gt=0, le=256)
-    """Deliveries one dispatcher (one per `serve` or `worker` process) sends at once."""
-
-    webhook_log_size: int = Field(default=100, gt=0, le=10_000)
-    """Recent deliveries kept per webhook for `GET .../webhooks/{name}/deliveries`."""
-
-    webhook_dispatcher: bool = True
-    """Run a webhook dispatcher in `docingest serve` and `docingest worker`."""
 
     # --- operations ---------------------------------------------------------------------
     log_format: Literal["text", "json"] = "text"
