@@ -50,9 +50,13 @@ class MetadataUpdate(Body):
 
 
 class DeleteResult(Model):
-    """v1.2: the answer to `DELETE .../documents?filter=`: a count, or a job when large."""
+    """v1.2: the answer to `DELETE .../documents?filter=`: a count, or a job when large.
+
+    A server that deletes a bounded number per request says `more` while others still match:
+    send the request again until it is false."""
 
     deleted: int | None = None
+    more: bool = False
     job_id: str | None = None
     status_url: str | None = None
 
@@ -73,5 +77,8 @@ class Chunk(Model):
 
 
 class ChunkPage(Model):
+    document_id: str | None = None
+    version: int | None = None
+    """The live version the page was read from; a cursor of a replaced one is refused."""
     chunks: list[Chunk]
     next_cursor: str | None = None

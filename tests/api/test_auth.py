@@ -172,6 +172,7 @@ def test_key_b_works_everywhere(served: Served) -> None:
         ("get", "/v1/indexes/{index}/documents/{document_id}"): 404,  # no worker ran it
         ("delete", "/v1/indexes/{index}/documents/{document_id}"): 404,
         ("patch", "/v1/indexes/{index}/documents/{document_id}"): 404,
+        ("get", "/v1/indexes/{index}/documents/{document_id}/chunks"): 404,
         ("delete", "/v1/indexes/{index}/documents"): 202,  # matched nothing
         ("post", "/v1/indexes/{index}/search"): 200,
         ("get", "/v1/indexes/{index}/search"): 200,

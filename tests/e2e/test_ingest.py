@@ -29,6 +29,8 @@ STAGE_ORDER = ["detecting", "extracting", "chunking", "embedding", "storing"]
 RESULT_FIELDS = {
     "document_id", "chunk_index", "text", "score", "scores", "filename", "format",
     "page_start", "page_end", "headings", "metadata", "ocr",
+    # v1.2: offsets, the excerpt and highlights; context and explain when asked (else null).
+    "start", "end", "excerpt", "highlights", "context", "explain",
 }  # fmt: skip
 
 
@@ -147,7 +149,8 @@ def test_results_carry_the_contract_fields(ingested: Ingested, api: ApiClient, m
     names = {path.name: fmt for fmt, path in FILES.items()}
     for result in results:
         assert set(result) == RESULT_FIELDS
-        assert set(result["scores"]) == {"vector", "keyword"}
+        assert set(result["scores"]) == {"vector", "keyword", "rerank"}
+        assert result["scores"]["rerank"] is None  # no rerank stage on this index
         vector, keyword = result["scores"]["vector"], result["scores"]["keyword"]
         if mode == "vector":
             assert isinstance(vector, float) and keyword is None
