@@ -115,3 +115,11 @@ class RowRenderer:
             raise DocumentTooLarge(
                 f"The table yields more than {self._max_chars:,} characters of text, the limit."
             )
+
+
+def sheet_section(title: str, rendered: list[Block]) -> list[Block]:
+    """A sheet's rendered rows under its name as a heading; nothing for an empty sheet. Leading
+    rows that only repeat the name (a title cell) are dropped, since the heading says it."""
+    while len(rendered) > 1 and rendered[0].text == title:
+        rendered.pop(0)
+    return [Block(title, BlockKind.HEADING, level=1), *rendered] if rendered else []

@@ -24,9 +24,9 @@ from typing import Any
 import xlrd
 
 from pipeline.detect.ole2 import open_ole2, read_stream
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
+from pipeline.document import Block, DocumentFormat, ExtractedDocument
 from pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument
-from pipeline.extract.records import RowRenderer
+from pipeline.extract.records import RowRenderer, sheet_section
 
 MAX_CELLS = 4_000_000
 """Most filled cells a workbook may hold (the text of that many is near
@@ -106,12 +106,7 @@ def _extract(book: Any, max_chars: int) -> ExtractedDocument:
         renderer = RowRenderer(max_chars=max_chars, chars_so_far=_chars(blocks))
         for row in range(sheet.nrows):
             renderer.add(_value(cell, book.datemode) for cell in sheet.row(row))
-        sheet_blocks = renderer.finish()
-        while len(sheet_blocks) > 1 and sheet_blocks[0].text == title:  # the name, as a cell
-            sheet_blocks.pop(0)
-        if sheet_blocks:
-            blocks.append(Block(title, BlockKind.HEADING, level=1))
-            blocks.extend(sheet_blocks)
+        blocks.extend(sheet_section(title, renderer.finish()))
         rows += renderer.rows
         book.unload_sheet(index)
     extra: dict[str, Any] = {"sheets": book.nsheets, "rows": rows}

@@ -23,9 +23,9 @@ from typing import Any
 import openpyxl
 from openpyxl.utils.exceptions import InvalidFileException
 
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
+from pipeline.document import Block, DocumentFormat, ExtractedDocument
 from pipeline.errors import CorruptDocument
-from pipeline.extract.records import RowRenderer
+from pipeline.extract.records import RowRenderer, sheet_section
 from pipeline.extract.zip_container import ZipLimits, repack_office
 
 _WORKBOOK = "xl/workbook.xml"
@@ -63,12 +63,7 @@ def _extract(workbook: Any, *, has_core: bool, max_chars: int) -> ExtractedDocum
         for values in sheet.iter_rows(values_only=True):
             renderer.add(values)
         title = " ".join(sheet.title.split())
-        sheet_blocks = renderer.finish()
-        while len(sheet_blocks) > 1 and sheet_blocks[0].text == title:  # the name, as a cell
-            sheet_blocks.pop(0)
-        if sheet_blocks:
-            blocks.append(Block(title, BlockKind.HEADING, level=1))
-            blocks.extend(sheet_blocks)
+        blocks.extend(sheet_section(title, renderer.finish()))
         rows += renderer.rows
     extra: dict[str, Any] = {"sheets": len(workbook.worksheets), "rows": rows}
     if hidden:
