@@ -642,8 +642,15 @@ def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) ->
             store.write_chunks("docs", batch)
             store.publish("docs", batch[0].document_id, 1)
         assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
-        time.sleep(5)  # idle and due: the background thread builds the index
-        assert store.engine.pending_points("docs") == 0
+        # Idle and due: the background thread builds the index (polled, with room for a
+        # loaded machine, rather than a fixed sleep it might overrun; each look is a store
+        # call, so they come seconds apart to leave the store idle between them).
+        wait_until(
+            lambda: store.engine.pending_points("docs") == 0,
+            what="the index build",
+            timeout=120,
+            poll=2.0,
+        )
         assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
     assert _observations(metrics.STORE_OPTIMIZE_SECONDS) > before
 
