@@ -645,8 +645,10 @@ def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) ->
         # Idle and due: the background thread builds the index (polled, with room for a
         # loaded machine, rather than a fixed sleep it might overrun; each look is a store
         # call, so they come seconds apart to leave the store idle between them).
+        engine = store.engine
+        assert isinstance(engine, EdgeEngine)
         wait_until(
-            lambda: store.engine.pending_points("docs") == 0,
+            lambda: engine.pending_points("docs") == 0,
             what="the index build",
             timeout=120,
             poll=2.0,
