@@ -16,7 +16,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -167,14 +167,23 @@ def production_env(data_dir: Path, fake: FakeEmbeddingServer) -> ServiceEnv:
 
 
 @contextmanager
-def serving(data_dir: Path, *, code: Path | None = None) -> Iterator[ServiceEnv]:
-    """The fake embedding server and `docingest serve`; Redis keys removed afterwards.
+def serving(
+    data_dir: Path,
+    *,
+    code: Path | None = None,
+    latency: float = 0.0,
+    settings: Mapping[str, str] | None = None,
+) -> Iterator[ServiceEnv]:
+    """The fake embedding server (answering after `latency` s) and `docingest serve`; Redis
+    keys removed afterwards.
 
     `code`: run the service from that checkout instead (a benchmark's baseline): it goes
     first on PYTHONPATH and is the working directory, which `python -m` children import from.
+    `settings`: more `DOCINGEST_` variables for the service.
     """
-    with FakeEmbeddingServer() as fake:
+    with FakeEmbeddingServer(latency=latency) as fake:
         env = production_env(data_dir, fake)
+        env.extra |= settings or {}
         if code is None:
             with running_serve(env):
                 yield env
@@ -296,7 +305,7 @@ def settle(
     pending = list(dict.fromkeys(job_ids))
     while True:
         for job_id in pending:
-            response = client.get(f"/v1/jobs/{job_id}")
+            response = _get(client, f"/v1/jobs/{job_id}")
             jobs[job_id] = (
                 None if response.status_code == 404 else response.raise_for_status().json()
             )
@@ -309,9 +318,19 @@ def settle(
 def _active(client: httpx.Client, index: str) -> bool:
     for status in ("queued", "processing"):
         params: dict[str, str | int] = {"index": index, "status": status, "limit": 1}
-        if client.get("/v1/jobs", params=params).raise_for_status().json()["jobs"]:
+        if _get(client, "/v1/jobs", params=params).raise_for_status().json()["jobs"]:
             return True
     return False
+
+
+def _get(client: httpx.Client, path: str, **kwargs: Any) -> httpx.Response:
+    """GET, sent again once if the connection broke: a kept-alive connection that the server
+    closed as idle while the process was paused breaks under the next request (a GET is safe
+    to repeat)."""
+    try:
+        return client.get(path, **kwargs)
+    except httpx.TransportError:
+        return client.get(path, **kwargs)
 
 
 def _unfinished(job: Json | None) -> bool:

@@ -1,0 +1,249 @@
+"""Sustained ingestion into a growing embedded index while searches run the whole time.
+
+Run: .venv/bin/python bench/bench_sustained.py [--copies 8] [--preload-copies 0]
+     [--latency-ms 10] [--searchers 1] [--baseline DIR] [--repeat 1] [--pauses]
+     [--setting DOCINGEST_NAME=VALUE ...]
+
+What was measured from outside (issue 23), as a script: War and Peace and the Jargon File,
+`--copies` copies of each under distinct document ids, uploaded at once (one client per
+upload) through the API of a real `docingest serve` (production settings, the embedded Qdrant
+Edge store, embeddings from the fake OpenAI-compatible server at `--latency-ms` a request,
+text-embedding-3-small shaped: 1,536 dimensions), while `--searchers` clients POST hybrid
+searches back to back from before the first upload until the last job has ended.
+
+`--preload-copies K` first ingests K copies of both books into the same index, waits for them
+and for the store to settle (no search running), then measures the load above: ingestion into
+an index that already holds data.
+
+Reports, per code tree (`--baseline DIR` first, e.g. `git archive <commit> | tar -x -C DIR`,
+then this one, in the same run): chunks, seconds from the first upload to the last job's end
+(the jobs' own `finished_at`), chunks/s, and the searches' count, p50, p99, max and how many
+took over 150 ms and over 1 s. Then each search over 100 ms beside what the store was doing
+when it started (an optimizer run or a flush, from the service's log), so a pause has a name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from _common import find_corpus, machine  # noqa: E402
+from _service_tools import code_version  # noqa: E402
+
+from tests.support.load import Searched, Upload, run_load, serving  # noqa: E402
+from tests.support.load_checks import percentile  # noqa: E402
+
+BOOKS = ("txt/gutenberg-war-and-peace.txt", "txt/jargon-file-4.4.7.txt")
+INDEX = "sustained"
+THIS_TREE = "this tree"
+SLOW_SEARCH_SECONDS = 0.150
+STALL_SECONDS = 1.0
+EXPLAINED_SECONDS = 0.100
+LOG_LINE = re.compile(
+    r"^(?P<at>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+: "
+    r"(?P<what>optimized|flushed) index \S+ .*?in (?P<seconds>[\d.]+) s"
+)
+
+
+@dataclass
+class Measured:
+    label: str
+    chunks: int = 0
+    seconds: float = 0.0
+    failed: int = 0
+    searches: list[Searched] = field(default_factory=list)
+    store_work: list[tuple[float, float, str]] = field(default_factory=list)  # start, end, what
+    clock_offset: float = 0.0  # time.time() - time.monotonic() in this process
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds else 0.0
+
+    def latencies(self) -> list[float]:
+        return [search.seconds for search in self.searches if search.status == 200]
+
+    def line(self) -> str:
+        seconds = self.latencies()
+        slow = sum(s > SLOW_SEARCH_SECONDS for s in seconds)
+        stalls = sum(s > STALL_SECONDS for s in seconds)
+        bad = len(self.searches) - len(seconds)
+        return (
+            f"{self.label}: {self.chunks:,} chunks in {self.seconds:.1f} s = "
+            f"{self.chunks_per_second:,.0f} chunks/s ({self.failed} jobs failed); "
+            f"{len(seconds)} searches: p50 {percentile(seconds, 0.5) * 1000:.0f} ms, "
+            f"p99 {percentile(seconds, 0.99) * 1000:.0f} ms, max {max(seconds) * 1000:.0f} ms, "
+            f"{slow} over 150 ms, {stalls} over 1 s, {bad} not 200"
+        )
+
+    def pauses(self) -> list[str]:
+        """Each search over 100 ms, with the store work that overlapped it."""
+        lines = []
+        for search in self.searches:
+            if search.seconds <= EXPLAINED_SECONDS:
+                continue
+            start = search.started + self.clock_offset
+            end = start + search.seconds
+            overlapping = [
+                f"{what} {stop - begin:.2f} s"
+                for begin, stop, what in self.store_work
+                if begin < end and stop > start
+            ]
+            cause = ", ".join(overlapping) or "no optimizer run or flush"
+            lines.append(f"  {search.seconds * 1000:6.0f} ms at +{start:.1f}: {cause}")
+        return lines
+
+
+def plan(corpus: Path, copies: int, *, first: int) -> list[Upload]:
+    books = [(corpus / name).read_bytes() for name in BOOKS]
+    return [
+        Upload(n, f"copy-{first + n // 2:03d}-{Path(BOOKS[n % 2]).stem}", Path(BOOKS[n % 2]).name,
+               books[n % 2])
+        for n in range(2 * copies)
+    ]  # fmt: skip
+
+
+def store_work(log_path: Path) -> list[tuple[float, float, str]]:
+    """(start, end, what) of every optimizer run and flush the service logged, in epoch s."""
+    work = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        if (match := LOG_LINE.match(line)) is None:
+            continue
+        at = datetime.strptime(match["at"], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        seconds = float(match["seconds"])
+        work.append((at - seconds, at, match["what"]))
+    return work
+
+
+def finished_span(jobs: dict[str, dict | None], started_epoch: float) -> tuple[int, float, int]:
+    """(chunks, seconds from `started_epoch` to the last job's end, failed jobs)."""
+    chunks, last, failed = 0, started_epoch, 0
+    for job in jobs.values():
+        if job is None or job["status"] != "completed":
+            failed += 1
+            continue
+        chunks += int(job["result"]["chunks"])
+        last = max(last, datetime.fromisoformat(job["finished_at"]).timestamp())
+    return chunks, last - started_epoch, failed
+
+
+def measure(label: str, code: Path | None, args: argparse.Namespace) -> Measured:
+    corpus = find_corpus()
+    with tempfile.TemporaryDirectory(prefix="bench-sustained-") as tmp:
+        data_dir = Path(tmp)
+        try:
+            return _measure(label, code, args, corpus, data_dir)
+        finally:  # kept for a look at what the service did
+            kept = Path(tempfile.gettempdir()) / f"bench-sustained-{label.split()[0]}.log"
+            if (data_dir / "serve.log").exists():
+                kept.write_bytes((data_dir / "serve.log").read_bytes())
+
+
+def _measure(
+    label: str, code: Path | None, args: argparse.Namespace, corpus: Path, data_dir: Path
+) -> Measured:
+    settings = dict(setting.split("=", 1) for setting in args.setting)
+    with serving(data_dir, code=code, latency=args.latency_ms / 1000, settings=settings) as env:
+        if args.preload_copies:
+            print(f"{label}: preloading {args.preload_copies} copies of each book", flush=True)
+            preload = plan(corpus, args.preload_copies, first=0)
+            run_load(
+                env.base_url,
+                preload,
+                index=INDEX,
+                clients=len(preload),
+                searchers=0,
+                timeout=args.timeout,
+            )
+            settle_store(env.base_url)
+        print(f"{label}: {2 * args.copies} uploads at once, searches running", flush=True)
+        offset = time.time() - time.monotonic()
+        run = run_load(
+            env.base_url,
+            plan(corpus, args.copies, first=args.preload_copies),
+            index=INDEX,
+            clients=2 * args.copies,
+            searchers=args.searchers,
+            timeout=args.timeout,
+            log=lambda line: print(f"{label}: {line}", flush=True),
+        )
+        chunks, seconds, failed = finished_span(run.jobs, run.started + offset)
+        measured = Measured(label, chunks, seconds, failed, run.searches, clock_offset=offset)
+    measured.store_work = store_work(data_dir / "serve.log")
+    return measured
+
+
+def settle_store(base_url: str, *, quiet_seconds: float = 5.0, timeout: float = 600.0) -> None:
+    """Wait until the service's optimizer has run nothing for `quiet_seconds`."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        last, quiet_since = None, time.monotonic()
+        while time.monotonic() < deadline:
+            runs = optimizer_runs(client)
+            if runs != last:
+                last, quiet_since = runs, time.monotonic()
+            elif time.monotonic() - quiet_since >= quiet_seconds:
+                return
+            time.sleep(0.5)
+
+
+def optimizer_runs(client: httpx.Client) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("docingest_store_optimize_duration_seconds_count"):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=8)
+    parser.add_argument("--preload-copies", type=int, default=0)
+    parser.add_argument("--latency-ms", type=float, default=10.0)
+    parser.add_argument("--searchers", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--baseline", type=Path, help="another checkout, run first")
+    parser.add_argument("--pauses", action="store_true", help="list each search over 100 ms")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="DOCINGEST_NAME=VALUE",
+        help="a setting for the service of every tree (repeatable)",
+    )
+    args = parser.parse_args()
+
+    trees: list[tuple[str, Path | None]] = [(THIS_TREE, None)]
+    if args.baseline:
+        trees.insert(0, (f"baseline {args.baseline}", args.baseline.resolve()))
+    now = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    print(f"bench_sustained: {machine()}; code {code_version()}; {now}")
+    print(f"load average at start: {os.getloadavg()}")
+    results: dict[str, list[Measured]] = {label: [] for label, _ in trees}
+    for _ in range(args.repeat):
+        for label, code in trees:
+            measured = measure(label, code, args)
+            results[label].append(measured)
+            print(measured.line(), flush=True)
+            if args.pauses:
+                print("\n".join(measured.pauses()) or "  no search over 100 ms", flush=True)
+    print(f"load average at end: {os.getloadavg()}")
+    if args.baseline:
+        mine = [m.chunks_per_second for m in results[THIS_TREE]]
+        theirs = [m.chunks_per_second for m in results[trees[0][0]]]
+        print(f"chunks/s, this tree / baseline: {sum(mine) / sum(theirs):.2f}×")
+
+
+if __name__ == "__main__":
+    main()
