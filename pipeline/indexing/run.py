@@ -14,6 +14,12 @@ Steps, each announced through `on_step(name)`:
     publish  stop if cancelled or superseded, then mark the version live
     retire   delete every other version
 
+Where the store `writes_live` (the embedded engine), a document of at most
+`live_write_chunks` chunks is not staged: its windows are held, and `publish` writes them all
+live in one update, which searches see whole or not at all. A publish on that engine copies
+every point that a build indexed meanwhile back for a second build; a larger document is
+staged as above (`pipeline.store.edge_optimizer` waits for the publish of staged points).
+
 Until `publish` the old version is untouched and the new points are invisible, so a cancel or
 a crash leaves the index as it was; from `publish` to `retire` both versions are live and
 search shows one version per document. Point ids are deterministic, so re-running the same job
@@ -75,7 +81,7 @@ from pipeline.errors import (
 from pipeline.indexing.chunk_vectors import chunk_records, document_title
 from pipeline.indexing.request import NO_HOOKS, IndexHooks, IndexRequest, IndexResult
 from pipeline.indexing.window_vectors import VectorLookup, WindowVectors
-from pipeline.indexing.writer import BackgroundWriter, HeldCount, windows
+from pipeline.indexing.writer import BackgroundWriter, HeldCount, WindowSink, windows
 from pipeline.keys import JobStage
 from pipeline.metadata import ocr_summary
 from pipeline.prepare import PreparedStream
@@ -96,6 +102,7 @@ def index_document(
     embedder: Embedder,
     fence: DocumentFence,
     window: int,
+    live_write_chunks: int = 0,
     hooks: IndexHooks = NO_HOOKS,
     lock_timeout: float = KEEP_ALIVE_TIMEOUT,
 ) -> IndexResult:
@@ -105,8 +112,10 @@ def index_document(
     `hooks.should_cancel()` turned true before publishing, and the stream's `PermanentError`
     if the document fails part-way; in each case the index is as it was. `window` is the
     most chunks embedded (in one `embed_documents` call) and written at once
-    (`window_chunks`). `lock_timeout` is the TTL of the document's store lock, renewed while
-    this attempt holds it (see `_Run.lock`).
+    (`window_chunks`). Where the store `writes_live`, a document of at most
+    `live_write_chunks` chunks is held and written once, live (0: always staged).
+    `lock_timeout` is the TTL of the document's store lock, renewed while this attempt holds
+    it (see `_Run.lock`).
     """
     document = request.prepared
     run = _Run(request, document, store, fence, hooks, lock_timeout)
@@ -122,7 +131,8 @@ def index_document(
     hooks.on_step("embed")
     title = document_title(document.metadata.get("filename"), request.user_metadata)
     embed = WindowVectors(config, embedder, window, reusable, title=title)
-    stats = run.stream_publish_retire(embed)  # the steps "write", "publish" and "retire"
+    live_limit = live_write_chunks if store.writes_live else 0
+    stats = run.stream_publish_retire(embed, live_limit)  # the steps "write", "publish", "retire"
     meta = document.metadata
     ocr = ocr_summary(meta.get("ocr"))
     return IndexResult(
@@ -222,11 +232,12 @@ class _Run:
 
         return lookup
 
-    def stream_publish_retire(self, embed: WindowVectors) -> _Stats:
+    def stream_publish_retire(self, embed: WindowVectors, live_limit: int) -> _Stats:
         """Under the document's lock: embed and write the windows as staged, publish, retire
         the other versions; stop (dropping the staged points) if cancelled or superseded
         before publishing, or if the document turns out bad (a `PermanentError` from the
-        stream, such as a late page past the size limit)."""
+        stream, such as a late page past the size limit). A document of at most `live_limit`
+        chunks is held instead, and written live at the publish."""
         index, document_id = self.request.index, self.request.document_id
         version, store, step = self.request.version, self.store, self.hooks.on_step
         with self.lock():
@@ -238,8 +249,9 @@ class _Run:
                 held.add(-len(records))
 
             writer = BackgroundWriter(write, name="store-write")
+            sink = WindowSink(writer, limit=live_limit)
             try:
-                stats = self.write_windows(embed, writer, held)
+                stats = self.write_windows(embed, sink, held)
             except (ControlSignal, PermanentError, RequestError) as stop:  # the writer is idle:
                 self.drop(stop)  # nothing lands after (a bad file fails the same way again)
             publish_started = time.perf_counter()
@@ -248,7 +260,11 @@ class _Run:
                 self.drop(Cancelled())
             self.stop_if_stale()
             content = _document_fields(self.request, self.document).content_payload()
-            store.publish(index, document_id, version, content=content)
+            if sink.held is not None:  # never staged: written once, already live
+                store.write_live(index, sink.held, content=content)
+                held.add(-len(sink.held))
+            else:
+                store.publish(index, document_id, version, content=content)
 
             step("retire")
             store.retire(index, document_id, keep_version=version)
@@ -258,14 +274,15 @@ class _Run:
         return stats
 
     def write_windows(
-        self, embed: WindowVectors, writer: BackgroundWriter[ChunkRecord], held: HeldCount
+        self, embed: WindowVectors, sink: WindowSink[ChunkRecord], held: HeldCount
     ) -> _Stats:
-        """Embed each window, then hand it to `writer` while the next one is embedded."""
+        """Embed each window, then hand it to `sink` (its writer stores it staged while the
+        next one is embedded, or it holds it for one live write at publish)."""
         progress, cancelled = self.hooks.on_progress, self.hooks.should_cancel
         document, stats = self.document, _Stats()
         fields = _document_fields(self.request, document)  # the file's; the rest at publish
         progress(JobStage.EMBEDDING, 0, document.chunk_count)
-        with writer:
+        with sink.writer:
             for window in windows(held.taking(self.document.batches()), embed.size):
                 if cancelled():  # raised, not dropped: a write may be in flight
                     raise Cancelled()
@@ -275,14 +292,14 @@ class _Run:
                 records, reused = self.records_for(window, embed, fields, base=stats.chunks)
                 stats.embedding_seconds += time.perf_counter() - started
                 stats.chunks, stats.reused = stats.chunks + len(records), stats.reused + reused
-                writer.put(records)  # once the previous window is stored
+                sink.put(records)  # once the previous window is stored
                 self.hooks.on_stored(stats.chunks - len(records), document.chunk_count)
             total = stats.chunks
             if total == 0:  # e.g. headings only: known once the child has read it all
                 raise NoTextFound(NO_CHUNKS)
             if document.chunk_count != total:
                 raise ValueError(f"the document counted {document.chunk_count} chunks, not {total}")
-            progress(JobStage.STORING, total - writer.in_flight, total)  # the last write
+            progress(JobStage.STORING, total - sink.unwritten, total)  # the last write
         progress(JobStage.STORING, total, total)
         return stats
 

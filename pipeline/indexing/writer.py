@@ -101,3 +101,31 @@ class BackgroundWriter(Generic[Item]):
                 raise
         finally:
             self._pool.shutdown(wait=True)
+
+
+class WindowSink(Generic[Item]):
+    """Where a document's windows go: held in memory while the document stays within `limit`
+    items (the caller then writes them all at once, live: `VectorStore.write_live`), and past
+    it, what was held and every later window handed to `writer`, to be stored staged. A
+    `limit` of 0 hands every window to `writer`."""
+
+    def __init__(self, writer: BackgroundWriter[Item], *, limit: int) -> None:
+        self.writer = writer
+        self.limit = limit
+        self.held: list[Item] | None = [] if limit > 0 else None
+        """The windows held so far, in order; None once they went to `writer`."""
+
+    def put(self, window: list[Item]) -> None:
+        if self.held is not None:
+            if len(self.held) + len(window) <= self.limit:
+                self.held.extend(window)
+                return
+            held, self.held = self.held, None
+            if held:
+                self.writer.put(held)
+        self.writer.put(window)
+
+    @property
+    def unwritten(self) -> int:
+        """Items handed over and not yet written: held, or in the writer's hands."""
+        return len(self.held or ()) + self.writer.in_flight

@@ -114,6 +114,7 @@ def ingest_file(
                 embedder=embedder,
                 fence=services.fence,
                 window=window_chunks(services.settings, embedder),
+                live_write_chunks=services.settings.live_write_chunks,
                 hooks=index_hooks,
             )
     clock.stop()

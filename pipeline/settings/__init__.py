@@ -84,19 +84,16 @@ class Settings(RerankSettings, WebhookSettings):
     shards under `data_dir/edge`). ":memory:" is qdrant-client's in-memory local mode, the
     server's stand-in in tests (a linear scan that keeps nothing: not for deployments)."""
 
-    edge_optimize_after_points: int = Field(default=10_000, ge=1000)
-    """Embedded store: points written to an index before its HNSW index is built for them.
-    Each build pauses the process for its length (BENCHMARKS.md, "Embedded store");
-    larger means fewer, longer pauses and more unindexed points for searches to scan."""
+    edge_optimize_after_points: int | None = Field(default=None, ge=1000)
+    """Embedded store: points written to an index before its HNSW index is built for them;
+    unset: 12 MiB of its dense vectors (2,048 points of 1,536 dimensions, 8,192 of 384). Each
+    build pauses the process for its length (BENCHMARKS.md, "Sustained ingestion"); larger
+    means fewer, longer pauses and more unindexed points for searches to scan."""
 
     edge_idle_close_seconds: float = Field(default=60.0, ge=0)
     """Embedded store: seconds an index's shard stays open after its last use; each open
     shard holds threads and memory of its own (BENCHMARKS.md, "Idle indexes"), and the next
     use loads it again (milliseconds for a small index)."""
-
-    edge_optimize_idle_seconds: float = Field(default=2.0, ge=0)
-    """Embedded store: how long the store must be idle before a due build runs (one due for
-    twice `edge_optimize_after_points` runs anyway)."""
 
     qdrant_api_key: SecretStr | None = None
     """API key for the Qdrant server, if it requires one."""
@@ -232,7 +229,14 @@ class Settings(RerankSettings, WebhookSettings):
 
     indexing_window_chunks: int = Field(default=1024, gt=0)
     """Most chunks of one document embedded and written at once: with the few batches the
-    parsing child sends ahead, all a worker holds of a document, however long."""
+    parsing child sends ahead, all a worker holds of a document, however long (on the embedded
+    store, a document of up to `live_write_chunks` is held whole)."""
+
+    live_write_chunks: int = Field(default=8192, ge=0)
+    """Embedded store: a document of at most this many chunks is held (vectors included) and
+    written once, live, when it ends, rather than staged window by window and then published,
+    which makes the store build the HNSW index of its chunks twice (BENCHMARKS.md, "Sustained
+    ingestion"); that one write pauses the process for its length. 0: always staged."""
 
     embedding_timeout_seconds: float = Field(default=60.0, gt=0)
     """Timeout of one embedding request."""

@@ -40,6 +40,8 @@ IN_MEMORY = ":memory:"
 class ClientEngine:
     """The `Engine` over qdrant-client; safe to share by threads."""
 
+    writes_live = False  # the server builds in its own threads; one request could pass its limit
+
     def __init__(
         self, client: QdrantClient, *, location: str, settings: Settings, local: bool = False
     ) -> None:

@@ -78,6 +78,8 @@ class _OpenShard:
 class EdgeEngine:
     """The `Engine` over Qdrant Edge shards in one directory, owned by this process."""
 
+    writes_live = True
+
     def __init__(self, root: Path, *, settings: Settings, process_lock: ProcessLock) -> None:
         self.root = root
         self.location = str(root)
@@ -120,8 +122,8 @@ class EdgeEngine:
     @contextmanager
     def _borrow(self, index: str, *, activity: bool = True) -> Iterator[edge.EdgeShard]:
         """Yield the index's shard, loading it on first use; `IndexNotFound` if none.
-        `activity`: the call counts as the store's use (the optimizer's own do not, or each
-        of its runs would put off the next by `edge_optimize_idle_seconds`)."""
+        `activity`: the call counts as the index's use (the optimizer's own do not, or a
+        shard it keeps working on would never be idle enough to close)."""
         with self._lifecycle:
             if self._closed:
                 raise RuntimeError("the vector store is closed")
@@ -130,13 +132,14 @@ class EdgeEngine:
                 directory = self._directory(index)
                 if not (directory / CONFIG_FILE).is_file():
                     raise IndexNotFound(f"Index '{index}' does not exist.")
+                config = self.index_config(index)
                 entry = self._open[index] = _OpenShard(
-                    edge.EdgeShard.load(str(directory / SHARD_DIR))
+                    edge.EdgeShard.load(str(directory / SHARD_DIR), self._load_config(config))
                 )
-                if index in self._idle_closed:  # closed by us with nothing due
-                    self._idle_closed.discard(index)
-                else:
-                    self.optimizer.loaded(index)
+                # closed by us with nothing due, or of unknown history: look at it once
+                unknown = index not in self._idle_closed
+                self._idle_closed.discard(index)
+                self.optimizer.opened(index, _dimensions(config), check=unknown)
             entry.borrowed += 1
         try:
             yield entry.shard
@@ -146,8 +149,6 @@ class EdgeEngine:
                 if activity:
                     entry.last_used = time.monotonic()
                 self._lifecycle.notify_all()
-            if activity:
-                self.optimizer.touched()
 
     def close_idle(self, *, idle_seconds: float, keep: Callable[[str], bool]) -> list[str]:
         """Close the shards no call has used for `idle_seconds`, except those `keep` names
@@ -228,18 +229,33 @@ class EdgeEngine:
             )
             shard.flush()
             self._open[index] = _OpenShard(shard)
+            self.optimizer.opened(index, _dimensions(config), check=False)
             _write_atomically(directory / CONFIG_FILE, config.model_dump_json())
 
     def _shard_config(self, config: IndexConfig) -> edge.EdgeConfig:
         return edge.EdgeConfig(
             vectors={
                 DENSE: edge.EdgeVectorParams(
-                    size=config.embedding.dimensions or 0, distance=edge.Distance.Cosine
+                    size=_dimensions(config), distance=edge.Distance.Cosine
                 )
             },
             sparse_vectors={KEYWORD: edge.EdgeSparseVectorParams(modifier=edge.Modifier.Idf)},
-            optimizers=self.optimizer.policy.shard_optimizers(config.embedding.dimensions or 0),
+            optimizers=self.optimizer.policy.shard_optimizers(_dimensions(config)),
             quantization_config=DENSE_QUANTIZATION,
+        )
+
+    def _load_config(self, config: IndexConfig | None) -> edge.EdgeConfig | None:
+        """The vectors as created and this release's optimizer thresholds, which Edge writes
+        over the shard's own (an index made by an earlier release gets today's policy); the
+        rest (quantization, HNSW) stays as the shard has it."""
+        if not _dimensions(config):
+            return None
+        assert config is not None
+        created = self._shard_config(config)
+        return edge.EdgeConfig(
+            vectors=created.vectors,
+            sparse_vectors=created.sparse_vectors,
+            optimizers=created.optimizers,
         )
 
     def replace_config(self, index: str, config: IndexConfig) -> None:
@@ -290,13 +306,19 @@ class EdgeEngine:
         operation = edge.UpdateOperation.upsert_points([convert.to_point(p) for p in points])
         with self._borrow(index) as shard:
             shard.update(operation)
-        self.optimizer.written(index, len(points))
+        live = any(point.payload.get("state") == "live" for point in points)
+        self.optimizer.written(index, len(points), searchable=live)
 
     def set_payload(self, index: str, payload: dict[str, Any], selector: models.Filter) -> None:
-        operation = edge.UpdateOperation.set_payload_by_filter(convert.to_filter(selector), payload)
+        """Set `payload` on the selected points (a publish, or a metadata change: live points
+        either way). Points in an indexed segment are copied back to the appendable one
+        (Edge's segments are immutable once built), so they count as written."""
+        edge_filter = convert.to_filter(selector)
+        operation = edge.UpdateOperation.set_payload_by_filter(edge_filter, payload)
         with self._borrow(index) as shard:
+            moved = shard.count(edge.CountRequest(exact=True, filter=edge_filter))
             shard.update(operation)
-        self.optimizer.written(index, 0)
+        self.optimizer.written(index, moved, searchable=True)
 
     def count(self, index: str, selector: models.Filter) -> int:
         request = edge.CountRequest(exact=True, filter=convert.to_filter(selector))
@@ -307,7 +329,7 @@ class EdgeEngine:
         operation = edge.UpdateOperation.delete_points_by_filter(convert.to_filter(selector))
         with self._borrow(index) as shard:
             shard.update(operation)
-        self.optimizer.written(index, 1)
+        self.optimizer.written(index, 1, searchable=False)
 
     def scroll(
         self,
@@ -391,6 +413,10 @@ class EdgeEngine:
             info = shard.info()
             sparse = shard.count(with_keywords)
         return max(0, info.points_count - (info.indexed_vectors_count - sparse))
+
+
+def _dimensions(config: IndexConfig | None) -> int:
+    return (config.embedding.dimensions or 0) if config is not None else 0
 
 
 def _write_atomically(path: Path, text: str) -> None:

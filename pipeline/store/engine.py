@@ -39,6 +39,11 @@ class Engine(Protocol):
     location: str
     """Where the data is (a URL or a directory), for messages."""
 
+    writes_live: bool
+    """Whether a small document is better written once, live, than staged and then published
+    (`VectorStore.write_live`): one update is atomic, and a payload change to an indexed
+    point copies it back for a second build done in the caller's time (Edge)."""
+
     def ping(self) -> None: ...
 
     def close(self) -> None: ...

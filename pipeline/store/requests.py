@@ -3,6 +3,7 @@ server takes as they are and the Edge engine translates)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,10 +125,13 @@ class Point:
         return models.PointStruct(id=self.id, vector=vectors, payload=self.payload)
 
 
-def point_of(index: str, record: ChunkRecord) -> Point:
-    """Return the staged point of one chunk; the document's record (chunk 0) also carries
-    the keys that order documents by id (`pipeline.store.ordering`)."""
-    payload = record.payload(state="staged")
+def point_of(index: str, record: ChunkRecord, *, live: Mapping[str, Any] | None = None) -> Point:
+    """Return the staged point of one chunk, or its live one with the `live` fields set
+    (what a publish sets); the document's record (chunk 0) also carries the keys that order
+    documents by id (`pipeline.store.ordering`)."""
+    payload = record.payload(state="staged" if live is None else "live")
+    if live is not None:
+        payload.update(live)
     if record.chunk_index == 0:
         payload.update(order_payload(record.document_id))
     return Point(

@@ -198,6 +198,31 @@ class VectorStore(CandidateQueries):
         """Upsert `records` as staged points, in batches, each durable when written."""
         if not records:
             return
+        self._check_records(index, records)
+        for start in range(0, len(records), WRITE_BATCH):
+            points = [point_of(index, record) for record in records[start : start + WRITE_BATCH]]
+            self._write(index, points)
+
+    @property
+    def writes_live(self) -> bool:
+        """Whether a small document is better written once, live (`write_live`), than staged
+        and then published (`Engine.writes_live`; on Edge a publish copies every point a build
+        has indexed meanwhile back for a second build: BENCHMARKS.md, "Sustained ingestion")."""
+        return self.engine.writes_live
+
+    def write_live(
+        self, index: str, records: Sequence[ChunkRecord], *, content: Mapping[str, Any]
+    ) -> None:
+        """Upsert `records` as live points with `content` set (what `publish` would set), in
+        one update: searches see all of them or none. Only where `writes_live`."""
+        if not records:
+            return
+        self._check_records(index, records)
+        self._write(index, [point_of(index, record, live=content) for record in records])
+
+    def _check_records(self, index: str, records: Sequence[ChunkRecord]) -> None:
+        """Refuse vectors of the wrong size and metadata off the index's schema; give new
+        metadata keys their payload index."""
         config = self.index_config(index)
         if config is None:
             raise IndexNotFound(f"Index '{index}' does not exist.")
@@ -211,9 +236,6 @@ class VectorStore(CandidateQueries):
         for metadata in {id(r.document.metadata): r.document.metadata for r in records}.values():
             validate_metadata(metadata, declared)  # the API checked; a split API may not have
         self._index_metadata_keys(index, [record.document.metadata for record in records], declared)
-        for start in range(0, len(records), WRITE_BATCH):
-            points = [point_of(index, record) for record in records[start : start + WRITE_BATCH]]
-            self._write(index, points)
 
     def _index_metadata_keys(
         self, index: str, metadatas: Sequence[Mapping[str, Any]], declared: Mapping[str, FieldType]

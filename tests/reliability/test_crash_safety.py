@@ -246,7 +246,8 @@ def test_a_crash_while_storing_does_not_block_the_document_behind_its_lock(
     attempt gets the lock soon after the dead holder stops renewing it (not after the old
     10-minute TTL), reuses the vectors of the staged points, and stores the document once."""
     index = "storing"
-    big_batches = {"DOCINGEST_EMBEDDING_MAX_BATCH": "64"}
+    # staged window by window (not held for one live write at the end), so a kill lands mid-write
+    big_batches = {"DOCINGEST_EMBEDDING_MAX_BATCH": "64", "DOCINGEST_LIVE_WRITE_CHUNKS": "0"}
     worker = deployment.start_worker(**big_batches)
     job_id = deployment.api.submit(index, RFC)
     mid_write = wait_for_job_state(
@@ -342,12 +343,19 @@ def test_a_store_failing_mid_write_backs_off_then_completes_and_keeps_the_old_ve
     fault injection: its next two `write_chunks` calls write half their points and raise
     `DependencyUnavailable`. Each run re-queues the job with a growing backoff (`RetryJob`, as
     the Celery task retries it); the third completes. Until then the previous version stays
-    live, whole and searchable, and the half-written new points stay invisible."""
+    live, whole and searchable, and the half-written new points stay invisible. (Staged
+    writes: `live_write_chunks` 0; the next test has the embedded store's live write.)"""
     fake.clear()
     fake.latency = 0.0
     prefix = unique_prefix("crash-store")
     settings = service_settings(
-        tmp_path, prefix, fake, job_max_attempts=3, isolate_extraction=False, qdrant_url=qdrant_url
+        tmp_path,
+        prefix,
+        fake,
+        job_max_attempts=3,
+        isolate_extraction=False,
+        qdrant_url=qdrant_url,
+        live_write_chunks=0,
     )
     settings.staging_dir.mkdir(parents=True)
     store = FailingWrites(open_engine(settings))
@@ -404,6 +412,57 @@ def test_a_store_failing_mid_write_backs_off_then_completes_and_keeps_the_old_ve
             assert store.count_points(index, document_id, state="live") == new.chunks
             assert hits("lighthouse") == [] and len(hits("windmill")) == new.chunks
             assert services.jobs.counts()["completed"] == 2
+        finally:
+            services.close()
+            store.close()
+
+
+def test_a_failing_live_write_backs_off_and_leaves_nothing_of_the_new_version(
+    tmp_path: Path, fake: FakeEmbeddingServer
+) -> None:
+    """The embedded store writes a small document once, live, when it ends (`write_live`, one
+    update): the fault-injected store fails its next two such writes, each job run backs off,
+    and meanwhile the index holds the old version whole and not one point of the new one
+    (nothing was staged, so nothing is left over); the third run completes and retires the
+    old version."""
+    fake.clear()
+    fake.latency = 0.0
+    prefix = unique_prefix("crash-live")
+    settings = service_settings(
+        tmp_path, prefix, fake, job_max_attempts=3, isolate_extraction=False, qdrant_url=None
+    )
+    settings.staging_dir.mkdir(parents=True)
+    store = FailingWrites(open_engine(settings))
+    assert store.writes_live
+    services = ServicesWithStore(settings, store)
+    index, document_id = "harbour", "journal.txt"
+
+    def stage(data: bytes) -> str:
+        spec = job_spec(index, document_id=document_id, size_bytes=len(data))
+        services.staged_path(spec.staged_name).write_bytes(data)
+        services.jobs.create(spec)
+        return spec.job_id
+
+    with private_redis(prefix):
+        try:
+            assert run_job(services, stage(journal("lighthouse", 8))) == "completed"
+            old = store.live_document(index, document_id)
+            assert old is not None
+            job_id = stage(journal("windmill", 16))
+            store.failures = 2
+            for attempt in (1, 2):
+                with pytest.raises(RetryJob) as caught:
+                    run_job(services, job_id)
+                assert caught.value.cause.code == "dependency_unavailable"
+                job = services.jobs.get(job_id)
+                assert (job.status, job.attempts) == ("queued", attempt)
+                assert store.live_document(index, document_id) == old
+                assert store.count_points(index, document_id) == old.chunks, "none of v2"
+            assert run_job(services, job_id) == "completed"
+            new = store.live_document(index, document_id)
+            assert new is not None and new.version == old.version + 1
+            assert store.count_points(index, document_id) == new.chunks, "old version retired"
+            assert store.count_points(index, document_id, state="live") == new.chunks
         finally:
             services.close()
             store.close()

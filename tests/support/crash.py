@@ -10,10 +10,11 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from redis import Redis
 
@@ -226,8 +227,9 @@ class PrivateRedis:
 
 
 class FailingWrites(VectorStore):
-    """The real store, whose next `failures` calls of `write_chunks` write half their records
-    and then raise `DependencyUnavailable`, as a Qdrant that goes away mid-write would."""
+    """The real store, whose next `failures` writes fail with `DependencyUnavailable`, as a
+    Qdrant that goes away mid-write would: a `write_chunks` call after writing half its
+    records, a `write_live` call (one update, all or nothing) after writing none."""
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -239,6 +241,15 @@ class FailingWrites(VectorStore):
             return
         self.failures -= 1
         super().write_chunks(index, records[: len(records) // 2])
+        raise DependencyUnavailable("Qdrant is unreachable (injected); check that it runs.")
+
+    def write_live(
+        self, index: str, records: Sequence[ChunkRecord], *, content: Mapping[str, Any]
+    ) -> None:
+        if self.failures <= 0:
+            super().write_live(index, records, content=content)
+            return
+        self.failures -= 1
         raise DependencyUnavailable("Qdrant is unreachable (injected); check that it runs.")
 
 

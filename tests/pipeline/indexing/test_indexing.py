@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,9 +59,12 @@ def embedder() -> LocalEmbedder:
     return LocalEmbedder.load()
 
 
-@pytest.fixture
-def store() -> Iterator[VectorStore]:
-    vector_store = VectorStore.open(Settings(qdrant_url=":memory:"))
+@pytest.fixture(params=["qdrant-client", "edge"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    """Each engine: qdrant-client stages every window and publishes; Edge writes these small
+    documents once, live, at the end (`live_write_chunks`)."""
+    qdrant_url = ":memory:" if request.param == "qdrant-client" else None
+    vector_store = VectorStore.open(Settings(qdrant_url=qdrant_url, data_dir=tmp_path))
     config = IndexConfig(
         embedding=EmbeddingConfig(provider="local", model="all-MiniLM-L6-v2", dimensions=384),
         chunking=ChunkingSpec(chunk_size=CHUNKING.chunk_size, chunk_overlap=0),
@@ -102,6 +106,7 @@ class Ingest:
         user_metadata: dict[str, Any] | None = None,
         force: bool = False,
         window: int | None = None,
+        live_write_chunks: int | None = None,
         **hooks: Any,
     ) -> IndexResult:
         request = IndexRequest(
@@ -119,6 +124,9 @@ class Ingest:
             fence=self.fence,
             hooks=IndexHooks(**hooks),
             window=window or window_chunks(Settings(), self.embedder),
+            live_write_chunks=(
+                Settings().live_write_chunks if live_write_chunks is None else live_write_chunks
+            ),
         )
 
 
@@ -210,8 +218,8 @@ def test_an_unchanged_upload_clears_a_crashed_attempts_leftovers(
     store: VectorStore, ingest: Ingest
 ) -> None:
     ingest(OLD)
-    with pytest.raises(InjectedCrash):
-        ingest(NEW, on_step=crash_at("publish"))
+    with pytest.raises(InjectedCrash):  # staged, even on Edge, so something is left over
+        ingest(NEW, on_step=crash_at("publish"), live_write_chunks=0)
     assert store.count_points(INDEX, DOC, state="staged") == 6
     result, embedded = embedded_inputs(lambda: ingest(OLD))
     assert result.unchanged and (result.version, embedded) == (1, 0)
@@ -257,11 +265,37 @@ def test_a_crash_at_any_step_leaves_one_complete_version_and_a_re_run_completes(
 
     result, embedded = embedded_inputs(lambda: ingest(NEW, version))
     assert result.version == version == 2
-    if step in ("publish", "retire"):  # the staged or published vectors are reused
-        assert embedded == 0
+    if step == "retire" or (step == "publish" and not store.writes_live):
+        assert embedded == 0  # the staged or published vectors are reused
+    if step == "publish" and store.writes_live:
+        assert embedded > 0  # held for the live write, which never happened: nothing to reuse
     assert store.count_points(INDEX, DOC) == store.count_points(INDEX, DOC, version=2) == 6
     assert store.count_points(INDEX, DOC, state="live") == 6
     assert found_texts(store, embedder, OLD_ONLY) == texts_of(NEW)
+
+
+def test_the_embedded_store_writes_a_small_document_once_live_and_a_long_one_staged(
+    store: VectorStore, ingest: Ingest
+) -> None:
+    """On Edge a document within `live_write_chunks` reaches the store only at its publish,
+    already live (so no build indexes it before a publish copies it back); past the limit,
+    and on qdrant-client always, its windows are staged first."""
+    ingest(OLD)
+    at_publish: list[int] = []
+
+    def ingest_counting(document: PreparedDocument, **options: Any) -> None:
+        version = ingest.version()
+
+        def count_this_version(step: str) -> None:
+            if step == "publish":
+                at_publish.append(store.count_points(INDEX, DOC, version=version))
+
+        ingest(document, version, on_step=count_this_version, **options)
+
+    ingest_counting(NEW)
+    ingest_counting(OLD, live_write_chunks=5, window=2)  # 6 chunks: past the limit
+    assert at_publish == ([0, 6] if store.writes_live else [6, 6])
+    assert store.count_points(INDEX, DOC) == store.count_points(INDEX, DOC, state="live") == 6
 
 
 def test_searches_during_a_re_ingest_never_see_a_mix_or_nothing(
@@ -394,7 +428,7 @@ def test_progress_counts_reused_chunks_and_cancel_is_checked_per_window(
 def test_deleting_a_document_removes_every_point(store: VectorStore, ingest: Ingest) -> None:
     ingest(OLD)
     with pytest.raises(InjectedCrash):  # leaves a staged version behind
-        ingest(NEW, on_step=crash_at("publish"))
+        ingest(NEW, on_step=crash_at("publish"), live_write_chunks=0)
     assert store.count_points(INDEX, DOC, state="staged") == 6
     assert store.delete_document(INDEX, DOC)
     assert store.count_points(INDEX, DOC) == 0

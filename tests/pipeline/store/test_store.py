@@ -42,6 +42,7 @@ from pipeline.store import (
 )
 from pipeline.store.client import ClientEngine
 from pipeline.store.edge import EdgeEngine
+from pipeline.store.edge_optimizer import CHECK_INTERVAL_SECONDS
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -618,43 +619,63 @@ def _observations(histogram: Histogram) -> float:
 
 
 def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) -> None:
-    """After `edge_optimize_after_points` writes and an idle moment, the background thread
-    builds the HNSW index of what was written; searches meanwhile see every point."""
+    """Once `edge_optimize_after_points` points are published, the background thread builds
+    their HNSW index while searches go on (it does not wait for an idle store, which steady
+    searches would put off for ever); searches meanwhile see every point."""
     from pipeline import metrics
 
     before = _observations(metrics.STORE_OPTIMIZE_SECONDS)
-    settings = Settings(
-        data_dir=tmp_path, edge_optimize_after_points=1000, edge_optimize_idle_seconds=0.2
-    )
+    settings = Settings(data_dir=tmp_path, edge_optimize_after_points=1000)
     with VectorStore.open(settings) as store:
-        assert isinstance(store.engine, EdgeEngine)
+        engine = store.engine
+        assert isinstance(engine, EdgeEngine)
         store.create_index("docs", CONFIG)
-        texts = [f"chunk number {n} about harbour {n % 7}" for n in range(1200)]
+        texts = [f"chunk number {n} about harbour {n % 7}" for n in range(1000)]
         batches = [
-            records(f"d{start}", 1, texts[start : start + 200]) for start in range(0, 1200, 200)
+            records(f"d{start}", 1, texts[start : start + 200]) for start in range(0, 1000, 200)
         ]
-        for batch in batches[:4]:  # 800 points: not due yet
+        for batch in batches[:4]:  # 800 points published: not due yet
             store.write_chunks("docs", batch)
             store.publish("docs", batch[0].document_id, 1)
-        time.sleep(1.5)  # idle, but not due
-        assert store.engine.pending_points("docs") == 800
+        # Not due: several of the thread's checks pass and nothing is built.
+        time.sleep(4 * CHECK_INTERVAL_SECONDS)
+        assert engine.pending_points("docs") == 800
+        assert _observations(metrics.STORE_OPTIMIZE_SECONDS) == before
         for batch in batches[4:]:
             store.write_chunks("docs", batch)
             store.publish("docs", batch[0].document_id, 1)
-        assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
-        # Idle and due: the background thread builds the index (polled, with room for a
-        # loaded machine, rather than a fixed sleep it might overrun; each look is a store
-        # call, so they come seconds apart to leave the store idle between them).
+        assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1000)) == 1000
+
+        def built_while_searched() -> bool:  # a search at every look: the build goes ahead
+            store.query_dense("docs", unit_vector("harbour 3"), limit=1)
+            return engine.pending_points("docs") == 0
+
+        wait_until(built_while_searched, what="the index build", timeout=120, poll=0.05)
+        assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1000)) == 1000
+    assert _observations(metrics.STORE_OPTIMIZE_SECONDS) > before
+
+
+def test_staged_points_wait_for_their_publish_before_a_build(tmp_path: Path) -> None:
+    """A build that indexed staged points would build them twice (the publish copies indexed
+    points back), so staged points alone do not make one due; their publish does."""
+    from pipeline import metrics
+
+    settings = Settings(data_dir=tmp_path, edge_optimize_after_points=1000)
+    with VectorStore.open(settings) as store:
         engine = store.engine
         assert isinstance(engine, EdgeEngine)
+        store.create_index("docs", CONFIG)
+        staged = records("long", 1, [f"chunk {n} of a long report" for n in range(2000)])
+        store.write_chunks("docs", staged)
+        before = _observations(metrics.STORE_OPTIMIZE_SECONDS)
+        time.sleep(4 * CHECK_INTERVAL_SECONDS)
+        assert _observations(metrics.STORE_OPTIMIZE_SECONDS) == before
+        assert engine.pending_points("docs") == 2000
+        store.publish("docs", "long", 1)
         wait_until(
-            lambda: engine.pending_points("docs") == 0,
-            what="the index build",
-            timeout=120,
-            poll=2.0,
+            lambda: engine.pending_points("docs") == 0, what="the build", timeout=120, poll=0.1
         )
-        assert len(store.query_dense("docs", unit_vector("harbour 3"), limit=1200)) == 1200
-    assert _observations(metrics.STORE_OPTIMIZE_SECONDS) > before
+        assert store.count_points("docs", state="live") == 2000
 
 
 def _wal_bytes(shard_dir: Path) -> int:
