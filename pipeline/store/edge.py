@@ -306,6 +306,8 @@ class EdgeEngine:
         operation = edge.UpdateOperation.upsert_points([convert.to_point(p) for p in points])
         with self._borrow(index) as shard:
             shard.update(operation)
+        # A live write (`VectorStore.write_live`) is searched at once; staged points wait for
+        # their publish, which reports them again (see `set_payload`).
         live = any(point.payload.get("state") == "live" for point in points)
         self.optimizer.written(index, len(points), searchable=live)
 
