@@ -1,8 +1,8 @@
 """Chunks/s end to end through a real `docingest serve` with a fast embedder, beside the naive
 per-chunk design and, optionally, another checkout of the code in the same run.
 
-Run: .venv/bin/python bench/bench_throughput.py [--set text|mix] [--latency-ms 10]
-     [--repeat 3] [--naive] [--baseline DIR]
+Run: .venv/bin/python bench/bench_throughput.py [--set text|mix | --files PATH ...]
+     [--latency-ms 10] [--repeat 3] [--naive] [--baseline DIR]
 
 For each code tree (`--baseline DIR` first, e.g. `git archive main | tar -x -C DIR`, then
 this one), starts a real `docingest serve` (API and in-process worker, extraction isolated
@@ -151,7 +151,8 @@ def measure_naive(paths: list[Path], *, latency: float) -> Measured:
 
 
 def report(rows: list[Measured], args: argparse.Namespace, loads: list[str]) -> None:
-    command = f"python bench/bench_throughput.py --set {args.set} --latency-ms {args.latency_ms:g}"
+    chosen = f"--files {' '.join(map(str, args.files))}" if args.files else f"--set {args.set}"
+    command = f"python bench/bench_throughput.py {chosen} --latency-ms {args.latency_ms:g}"
     command += f" --repeat {args.repeat}" + (" --naive" if args.naive else "")
     command += f" --baseline {args.baseline}" if args.baseline else ""
     print(f"\nCommand: `{command}`, on {datetime.now(UTC):%Y-%m-%d}. Machine: {machine()}.")
@@ -185,8 +186,14 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="uploads of the set per service")
     parser.add_argument("--naive", action="store_true", help="also the per-chunk design")
     parser.add_argument("--baseline", type=Path, help="another checkout to run first")
+    parser.add_argument(
+        "--files",
+        type=Path,
+        nargs="+",
+        help="these documents instead of the set (e.g. a held-out mix of your own)",
+    )
     args = parser.parse_args()
-    paths = [find_corpus() / name for name in SETS[args.set]]
+    paths = args.files or [find_corpus() / name for name in SETS[args.set]]
     latency = args.latency_ms / 1000
     loads = [", ".join(f"{load:.1f}" for load in os.getloadavg())]
     rows = []
