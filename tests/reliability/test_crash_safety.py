@@ -20,6 +20,7 @@ import pytest
 from pipeline.ingest.runner import RetryJob, run_job
 from pipeline.keys import INGEST_QUEUE
 from pipeline.search import SearchRequest, resolve_target, search
+from pipeline.services import Services
 from pipeline.settings import Settings
 from pipeline.store.engine import open_engine
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
@@ -335,6 +336,14 @@ def test_workers_and_the_api_reconnect_after_redis_restarts_with_a_backlog(
         redis_server.stop()
 
 
+def stage_job(services: Services, index: str, document_id: str, data: bytes) -> str:
+    """Stage `data` as an upload of `document_id` and record its job; return the job id."""
+    spec = job_spec(index, document_id=document_id, size_bytes=len(data))
+    services.staged_path(spec.staged_name).write_bytes(data)
+    services.jobs.create(spec)
+    return spec.job_id
+
+
 @pytest.mark.parametrize("qdrant_url", [None, ":memory:"], ids=["edge", "qdrant-client"])
 def test_a_store_failing_mid_write_backs_off_then_completes_and_keeps_the_old_version(
     tmp_path: Path, fake: FakeEmbeddingServer, qdrant_url: str | None
@@ -363,10 +372,7 @@ def test_a_store_failing_mid_write_backs_off_then_completes_and_keeps_the_old_ve
     index, document_id = "harbour", "journal.txt"
 
     def stage(data: bytes) -> str:
-        spec = job_spec(index, document_id=document_id, size_bytes=len(data))
-        services.staged_path(spec.staged_name).write_bytes(data)
-        services.jobs.create(spec)
-        return spec.job_id
+        return stage_job(services, index, document_id, data)
 
     def hits(word: str) -> list[tuple[str, int]]:
         services.ensure_index(index)
@@ -438,10 +444,7 @@ def test_a_failing_live_write_backs_off_and_leaves_nothing_of_the_new_version(
     index, document_id = "harbour", "journal.txt"
 
     def stage(data: bytes) -> str:
-        spec = job_spec(index, document_id=document_id, size_bytes=len(data))
-        services.staged_path(spec.staged_name).write_bytes(data)
-        services.jobs.create(spec)
-        return spec.job_id
+        return stage_job(services, index, document_id, data)
 
     with private_redis(prefix):
         try:
