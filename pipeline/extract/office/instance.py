@@ -21,6 +21,7 @@ Files are loaded hidden, read-only, with macros never executed and links never u
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import resource
 import secrets
@@ -33,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.errors import CorruptDocument, ExtractionTimeout, UnsupportedFormat
+
+log = logging.getLogger(__name__)
 
 SOFFICE_CANDIDATES = (
     "/usr/lib/libreoffice/program/soffice.bin",
@@ -138,33 +141,63 @@ class Office:
     ) -> bytes:
         """`data` (a file named `*suffix`) converted with `export_filter`, as bytes of a
         `*target` file. Raises `ExtractionTimeout` past the budget, `CorruptDocument` when
-        LibreOffice cannot open the file or dies on it."""
-        self.ensure()
-        assert self.pid is not None
-        workdir = Path(tempfile.mkdtemp(prefix="docingest-convert-"))
-        try:
-            source, output = workdir / f"input{suffix}", workdir / f"output{target}"
-            source.write_bytes(data)
-            status = self._run_bridge(source, output, export_filter, cpu_seconds)
-            self.conversions += 1
-            if status == 0 and output.exists():
-                return output.read_bytes()
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        if status == _BRIDGE_NO_INSTANCE:
+        LibreOffice cannot open the file or dies on it.
+
+        A warm instance that fails a file is replaced and the file tried once more: the
+        instance itself may be what failed (a `.ppt` that converts alone failed once as the
+        ninth file of an instance, under a CPU hog), and a fresh one decides."""
+        for attempt in (1, 2):
+            self.ensure()
+            converted_before = self.conversions
+            converted, status, complaint = self._convert_once(
+                data, suffix=suffix, export_filter=export_filter, target=target, cpu=cpu_seconds
+            )
+            if converted is not None:
+                return converted
+            if status == _BRIDGE_NO_INSTANCE:
+                self.stop()
+                raise ExtractionTimeout("LibreOffice did not start in time to convert this file.")
+            if not converted_before or attempt == 2:
+                break
+            log.warning(
+                "LibreOffice failed a file after %d conversions (status %d: %s); "
+                "trying it once more on a fresh instance",
+                converted_before, status, complaint or "no message",
+            )  # fmt: skip
             self.stop()
-            raise ExtractionTimeout("LibreOffice did not start in time to convert this file.")
         raise CorruptDocument(
             "LibreOffice could not open this file: it is damaged, or not what it looks like."
         )
 
-    def _run_bridge(self, source: Path, output: Path, export_filter: str, cpu: float) -> int:
+    def _convert_once(
+        self, data: bytes, *, suffix: str, export_filter: str, target: str, cpu: float
+    ) -> tuple[bytes | None, int, str]:
+        """One conversion: (the converted bytes or None, the bridge's exit status, the last
+        line it wrote to stderr)."""
+        workdir = Path(tempfile.mkdtemp(prefix="docingest-convert-"))
+        try:
+            source, output = workdir / f"input{suffix}", workdir / f"output{target}"
+            errors = workdir / "bridge.err"
+            source.write_bytes(data)
+            status = self._run_bridge(source, output, export_filter, cpu, errors)
+            self.conversions += 1
+            if status == 0 and output.exists():
+                return output.read_bytes(), status, ""
+            lines = errors.read_text(errors="replace").strip().splitlines()
+            return None, status, lines[-1][:300] if lines else ""
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _run_bridge(
+        self, source: Path, output: Path, export_filter: str, cpu: float, errors: Path
+    ) -> int:
         assert self.pid is not None
-        bridge = subprocess.Popen(
-            [UNO_PYTHON, "-I", str(BRIDGE), self.pipe, str(source), str(output), export_filter],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=True, env=_environment(),
-        )  # fmt: skip
+        with errors.open("wb") as stderr:
+            bridge = subprocess.Popen(
+                [UNO_PYTHON, "-I", str(BRIDGE), self.pipe, str(source), str(output), export_filter],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                close_fds=True, env=_environment(),
+            )  # fmt: skip
         start_cpu, started = _cpu_seconds(self.pid), time.monotonic()
         wall = 2.0 * cpu + 30.0
         while (status := bridge.poll()) is None:

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.detect import detect
 from pipeline.document import BlockKind, ExtractedDocument
-from pipeline.errors import EncryptedDocument, ExtractionTimeout
+from pipeline.errors import CorruptDocument, EncryptedDocument, ExtractionTimeout
 from pipeline.extract import extract
 from pipeline.extract.office import instance
 from pipeline.extract.office.instance import Office
@@ -143,6 +143,36 @@ def test_a_conversion_past_its_cpu_budget_kills_the_instance_group(
         assert not any(str(tmp_path / "profile") in _cmdline(path) for path in processes)
     finally:
         office.stop()
+
+
+def test_a_file_a_warm_instance_fails_is_tried_once_more_on_a_fresh_one(
+    twins: dict[str, list[tuple[Path, Path]]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The instance may be what failed, so a warm one that fails a file is replaced and the
+    file tried again; a file that is damaged fails there too, with the same code, and
+    LibreOffice's own complaint is logged. A cold instance's failure is final."""
+    office = Office(SETTINGS.extraction_memory_bytes, profile=tmp_path / "profile")
+    good = twins["doc"][0][0].read_bytes()
+    damaged = good[:512] + b"\0" * (len(good) - 512)  # the OLE2 header of a .doc, then nothing
+    convert = {"suffix": ".doc", "export_filter": "MS Word 2007 XML", "target": ".docx"}
+    try:
+        office.convert(good, cpu_seconds=120.0, **convert)
+        warm_pid = office.pid
+        with caplog.at_level("WARNING"), pytest.raises(CorruptDocument):
+            office.convert(damaged, cpu_seconds=120.0, **convert)
+        assert "trying it once more on a fresh instance" in caplog.text
+        assert office.pid is not None and office.pid != warm_pid  # the fresh one stays
+        assert office.convert(good, cpu_seconds=120.0, **convert)[:2] == b"PK"
+    finally:
+        office.stop()
+    cold = Office(SETTINGS.extraction_memory_bytes, profile=tmp_path / "cold")
+    caplog.clear()
+    try:
+        with caplog.at_level("WARNING"), pytest.raises(CorruptDocument):
+            cold.convert(damaged, cpu_seconds=120.0, **convert)
+        assert "once more" not in caplog.text
+    finally:
+        cold.stop()
 
 
 def _cmdline(path: Path) -> str:
