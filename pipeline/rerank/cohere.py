@@ -27,19 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.rerank.base import bad_reply, checked_scores, index_of, score_of
-from pipeline.rerank.http import RerankHttp
+from pipeline.rerank.http import HttpReranker
 
 
-class CohereReranker:
+class CohereReranker(HttpReranker):
     provider = "cohere"
-
-    def __init__(self, http: RerankHttp, *, model: str) -> None:
-        self.http = http
-        self.model = model
-        self.endpoint = http.label
-
-    def close(self) -> None:
-        self.http.close()
 
     def scores(self, query: str, documents: Sequence[str], *, deadline: float) -> list[float]:
         body: dict[str, Any] = {"query": query, "documents": list(documents)}

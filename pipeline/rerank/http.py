@@ -217,3 +217,16 @@ def _failure(error: BaseException | None, url: str) -> RerankFailed:
     if isinstance(error, MalformedReply):
         return bad_reply(str(error))
     return RerankFailed("rerank_unavailable", f"The re-ranker at {where} failed: {error}")
+
+
+class HttpReranker:
+    """What every provider over a `RerankHttp` shares: its client, model and endpoint label,
+    and closing the client; a provider adds `provider` and `scores`."""
+
+    def __init__(self, http: RerankHttp, *, model: str) -> None:
+        self.http = http
+        self.model = model
+        self.endpoint = http.label
+
+    def close(self) -> None:
+        self.http.close()

@@ -26,7 +26,7 @@ from typing import Any
 
 from pipeline.errors import RerankFailed
 from pipeline.rerank.base import bad_reply
-from pipeline.rerank.http import RerankHttp
+from pipeline.rerank.http import HttpReranker, RerankHttp
 
 PASSAGE_CHARS = 2000
 """Characters of each candidate sent (a default chunk is 1,000; the title and headings lead)."""
@@ -55,18 +55,13 @@ _JSON_IN_TEXT = re.compile(r"\{.*\}|\[.*\]", re.DOTALL)
 _LABEL = re.compile(r"^\s*\[?\s*(\d{1,6})\s*\]?\s*$")
 
 
-class LlmReranker:
+class LlmReranker(HttpReranker):
     provider = "llm"
 
     def __init__(self, http: RerankHttp, *, model: str) -> None:
-        self.http = http
-        self.model = model
-        self.endpoint = http.label
+        super().__init__(http, model=model)
         self.structured = True
         """Whether `response_format` is sent (cleared when the server refuses it)."""
-
-    def close(self) -> None:
-        self.http.close()
 
     def scores(self, query: str, documents: Sequence[str], *, deadline: float) -> list[float]:
         messages = [

@@ -12,19 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.rerank.base import bad_reply, checked_scores, index_of, score_of
-from pipeline.rerank.http import RerankHttp
+from pipeline.rerank.http import HttpReranker
 
 
-class TeiReranker:
+class TeiReranker(HttpReranker):
     provider = "tei"
-
-    def __init__(self, http: RerankHttp, *, model: str) -> None:
-        self.http = http
-        self.model = model
-        self.endpoint = http.label
-
-    def close(self) -> None:
-        self.http.close()
 
     def scores(self, query: str, documents: Sequence[str], *, deadline: float) -> list[float]:
         body = {"query": query, "texts": list(documents), "raw_scores": False, "truncate": True}
