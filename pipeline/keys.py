@@ -26,6 +26,9 @@
     {prefix}webhooks:log:{index}:{name}
                                       list: a webhook's recent delivery ids, newest first
     {prefix}webhooks:stats            hash: deliveries pending, delivered, retried, failed
+    {prefix}webhooks:deleting         hash: deletes under way, JSON [index, doc] → JSON
+                                      {"version", "at"}; its `document.deleted` event is
+                                      written when the delete ends (`pipeline.outbox`)
     {prefix}celery:...                the Celery broker's keys (kombu's global key prefix;
                                       `workers.broker` reads its queue lists)
     docingest:ratelimit:{scope}:log   zset: the embedding rate limiter's reservations
@@ -176,6 +179,10 @@ class Keys:
     @property
     def webhook_stats(self) -> str:
         return f"{self.prefix}webhooks:stats"
+
+    @property
+    def webhooks_deleting(self) -> str:
+        return f"{self.prefix}webhooks:deleting"
 
     @property
     def broker_prefix(self) -> str:

@@ -18,11 +18,17 @@ from redis import Redis
 from pipeline.chunking import ChunkingSpec
 from pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
 from pipeline.embedders.registry import build_embedder
-from pipeline.errors import DependencyUnavailable, DocumentNotFound, InvalidEmbedding, StoreNotHere
+from pipeline.errors import (
+    DependencyUnavailable,
+    DocumentBusy,
+    DocumentNotFound,
+    InvalidEmbedding,
+    StoreNotHere,
+)
 from pipeline.jobs.state import JobStore
 from pipeline.jobs.usage import UsageLedger
 from pipeline.keys import Keys
-from pipeline.outbox import Outbox
+from pipeline.outbox import DeleteUnderWay, Outbox
 from pipeline.redis_errors import REDIS_DOWN
 from pipeline.rerank import RerankDefaults, Reranker, RerankSpec, build_reranker
 from pipeline.search import (
@@ -186,11 +192,33 @@ class Services:
             blocking_timeout=DELETE_LOCK_WAIT_SECONDS,
             keep_alive=True,
         ):
-            self.next_version(index, document_id)  # supersedes any attempt still storing
+            version = self.next_version(index, document_id)  # supersedes any attempt
+            self.outbox.begin_delete(index, document_id, version=version)
             if not self.store.delete_document(index, document_id):
+                self.outbox.abandon_delete(index, document_id)
                 raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
             seconds, micros = self.redis.time()
             self.outbox.emit_deleted(index, document_id, seconds + micros / 1_000_000)
+
+    def finish_interrupted_delete(self, delete: DeleteUnderWay) -> bool | None:
+        """End a delete whose process died between the store and its event: emit the event
+        if the store no longer holds the version it deleted, else forget it (it deleted
+        nothing, and its caller got no answer). True: event emitted, False: forgotten, None:
+        under way (the document's lock is held)."""
+        index, document_id = delete.index, delete.document_id
+        try:
+            with self.fence.lock(index, document_id, timeout=KEEP_ALIVE_TIMEOUT,
+                                 blocking_timeout=0, keep_alive=True):  # fmt: skip
+                if self.outbox.delete_under_way(index, document_id) != delete:
+                    return None  # ended meanwhile, or another delete began
+                live = self.store.live_document(index, document_id)
+                if live is not None and live.version < delete.version:
+                    self.outbox.abandon_delete(index, document_id)
+                    return False
+                self.outbox.emit_deleted(index, document_id, delete.at)
+                return True
+        except DocumentBusy:
+            return None
 
     def reranker_for(self, spec: RerankSpec) -> Reranker:
         """Return the re-ranker of `spec`'s provider and model, built once per process (its

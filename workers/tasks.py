@@ -50,6 +50,7 @@ def register_tasks(app: Celery) -> None:
             "requeued": report.requeued,
             "resent": report.resent,
             "staged_deleted": report.staged_deleted,
+            "deletes_finished": report.deletes_finished,
         }
 
 

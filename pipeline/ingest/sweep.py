@@ -9,7 +9,9 @@ so is a never-claimed one whose message was delivered that long ago and never ac
 (stranded by a worker that lost Redis, see `_resend_lost`). A duplicate message is harmless,
 the claim runs a job once. Staged uploads are deleted once the job hash has expired, and a
 failed or cancelled job's after `staging_failed_ttl_hours` (until then the job can be
-retried), so failing uploads cannot fill the staging quota for the job's whole lifetime.
+retried), so failing uploads cannot fill the staging quota for the job's whole lifetime. A
+document delete whose process died before its `document.deleted` event was written is
+finished: the event is written if the store no longer holds the document's deleted version.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from typing import NamedTuple
 
 from pipeline.keys import JobStatus
 from pipeline.services import Services
+from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
 
 log = logging.getLogger(__name__)
 
 STAGED_GRACE_SECONDS = 3600
 """A staged file younger than this is never deleted: its job may be being recorded."""
+DELETE_GRACE_SECONDS = 2 * KEEP_ALIVE_TIMEOUT
+"""A delete begun less long ago is left to its own process (it holds the document's lock;
+a dead holder's lock lapses within `KEEP_ALIVE_TIMEOUT`)."""
 
 
 class InBroker(NamedTuple):
@@ -43,6 +49,8 @@ class SweepReport:
     requeued: list[str]
     staged_deleted: int
     resent: list[str] = field(default_factory=list)
+    deletes_finished: int = 0
+    """Interrupted document deletes whose `document.deleted` event the sweep wrote."""
 
 
 def sweep(
@@ -50,9 +58,11 @@ def sweep(
     *,
     enqueue: Callable[[str], None],
     in_broker: Callable[[Sequence[str], float], InBroker] | None = None,
+    delete_grace_seconds: float = DELETE_GRACE_SECONDS,
 ) -> SweepReport:
     """Re-queue silent jobs (sending each with `enqueue`), re-send queued jobs whose message
-    `in_broker` cannot find or finds overdue, and delete orphaned staged files.
+    `in_broker` cannot find or finds overdue, delete orphaned staged files, and finish the
+    document deletes interrupted over `delete_grace_seconds` ago.
 
     `in_broker(job_ids, overdue_after)` counts a message delivered over `overdue_after` s ago
     and still unacknowledged as overdue rather than present."""
@@ -68,7 +78,31 @@ def sweep(
             enqueue(job_id)
             requeued.append(job_id)
     resent = _resend_lost(services, enqueue, in_broker) if in_broker is not None else []
-    return SweepReport(requeued=requeued, staged_deleted=_delete_orphans(services), resent=resent)
+    return SweepReport(
+        requeued=requeued,
+        staged_deleted=_delete_orphans(services),
+        resent=resent,
+        deletes_finished=_finish_interrupted_deletes(services, delete_grace_seconds),
+    )
+
+
+def _finish_interrupted_deletes(services: Services, grace_seconds: float) -> int:
+    """Finish the document deletes begun over `grace_seconds` ago whose process died before
+    writing their event (`Services.finish_interrupted_delete`); how many emitted."""
+    emitted = 0
+    cutoff = time.time() - grace_seconds
+    for delete in services.outbox.deletes_under_way():
+        if delete.at > cutoff:
+            continue
+        outcome = services.finish_interrupted_delete(delete)
+        if outcome:
+            what = (delete.document_id, delete.index)
+            log.warning("document %r of index %r: delete interrupted; event written now", *what)
+            emitted += 1
+        elif outcome is False:
+            what = (delete.document_id, delete.index)
+            log.info("document %r of index %r: an interrupted delete removed nothing", *what)
+    return emitted
 
 
 def _resend_lost(

@@ -1,6 +1,15 @@
 """The webhook outbox in Redis: subscriptions, deliveries in order per document, their log."""
 
 from pipeline.outbox.events import EVENTS, JOB_EVENTS, Event
-from pipeline.outbox.store import Delivery, Outbox, Subscription, outbox_arg
+from pipeline.outbox.store import DeleteUnderWay, Delivery, Outbox, Subscription, outbox_arg
 
-__all__ = ["EVENTS", "JOB_EVENTS", "Delivery", "Event", "Outbox", "Subscription", "outbox_arg"]
+__all__ = [
+    "EVENTS",
+    "JOB_EVENTS",
+    "DeleteUnderWay",
+    "Delivery",
+    "Event",
+    "Outbox",
+    "Subscription",
+    "outbox_arg",
+]

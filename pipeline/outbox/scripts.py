@@ -61,7 +61,8 @@ local function outbox_emit_job(job_key, status)
 end
 """
 
-# KEYS: none. ARGV: index, document_id, data JSON, then the outbox JSON (popped by EMIT).
+# KEYS: the deletes under way. ARGV: index, document_id, data JSON, the delete's field in
+# KEYS[1], then the outbox JSON (popped by EMIT). The delete ends with its event.
 EMIT_DELETED = (
     """
 local t = redis.call('TIME')
@@ -70,6 +71,7 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
     + EMIT
     + """
 outbox_emit('document.deleted', ARGV[1], ARGV[2], 'data', ARGV[3], nil, nil)
+redis.call('HDEL', KEYS[1], ARGV[4])
 return outbox_count
 """
 )

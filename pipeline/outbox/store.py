@@ -12,6 +12,7 @@ shown again after the PUT that set it.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -154,12 +155,51 @@ class Outbox:
 
     # --- events not tied to a job -------------------------------------------------------
 
-    def emit_deleted(self, index: str, document_id: str, deleted_at: float) -> int:
-        """Enqueue `document.deleted` for the index's subscribers; how many deliveries."""
-        data = {"index": index, "document_id": document_id, "deleted_at": rfc3339(deleted_at)}
-        args = [index, document_id, json.dumps(data, separators=(",", ":")), self.arg()]
+    def begin_delete(self, index: str, document_id: str, *, version: int) -> None:
+        """Record that the document is being deleted, before the store is touched, with the
+        version that supersedes its stored ones: if the process dies before `emit_deleted`,
+        the sweep finds the record and finishes the delete's event (`pipeline.ingest.sweep`)."""
+        record = json.dumps({"version": version, "at": time.time()})
         with map_redis_errors():
-            return int(self._emit_deleted(keys=[], args=args))
+            self._redis.hset(self.keys.webhooks_deleting, _delete_field(index, document_id), record)
+
+    def abandon_delete(self, index: str, document_id: str) -> None:
+        """Forget a delete that removed nothing (so it has no event)."""
+        with map_redis_errors():
+            self._redis.hdel(self.keys.webhooks_deleting, _delete_field(index, document_id))
+
+    def deletes_under_way(self) -> list[DeleteUnderWay]:
+        """The deletes begun and not ended: under way, or their process died."""
+        with map_redis_errors():
+            raw = self._redis.hgetall(self.keys.webhooks_deleting)
+        found = []
+        for field, value in raw.items():
+            index, document_id = json.loads(field)
+            record = json.loads(value)
+            found.append(DeleteUnderWay(index, document_id, int(record["version"]), record["at"]))
+        return found
+
+    def delete_under_way(self, index: str, document_id: str) -> DeleteUnderWay | None:
+        with map_redis_errors():
+            value = self._redis.hget(self.keys.webhooks_deleting, _delete_field(index, document_id))
+        if value is None:
+            return None
+        record = json.loads(value)
+        return DeleteUnderWay(index, document_id, int(record["version"]), record["at"])
+
+    def emit_deleted(self, index: str, document_id: str, deleted_at: float) -> int:
+        """Enqueue `document.deleted` for the index's subscribers and end the delete begun
+        with `begin_delete`, in one step; how many deliveries."""
+        data = {"index": index, "document_id": document_id, "deleted_at": rfc3339(deleted_at)}
+        args = [
+            index,
+            document_id,
+            json.dumps(data, separators=(",", ":")),
+            _delete_field(index, document_id),
+            self.arg(),
+        ]
+        with map_redis_errors():
+            return int(self._emit_deleted(keys=[self.keys.webhooks_deleting], args=args))
 
     # --- the dispatcher's side ----------------------------------------------------------
 
@@ -259,6 +299,22 @@ class Outbox:
         counts = {field: int(raw.get(field, 0)) for field in STAT_FIELDS}
         counts["due"] = int(due)
         return counts
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteUnderWay:
+    """A document delete begun and not yet ended with its event (`Outbox.begin_delete`)."""
+
+    index: str
+    document_id: str
+    version: int
+    """The version the delete handed out: every stored one is older, a later upload's newer."""
+    at: float
+    """When it began (Unix seconds)."""
+
+
+def _delete_field(index: str, document_id: str) -> str:
+    return json.dumps([index, document_id], ensure_ascii=False, separators=(",", ":"))
 
 
 def _alike(old: Subscription, new: Subscription) -> bool:
