@@ -15,6 +15,7 @@ the service's answer (a check that the re-play is faithful). Tune on `train`, re
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections import defaultdict
@@ -55,6 +56,32 @@ def chunk_rrf(lists: Lists) -> list[str]:
     return list(dict.fromkeys(key.split("\x1f")[0] for key in rrf(*keys)))
 
 
+def weighted_chunk_rrf(lists: Lists, keyword_weight: float, k: int = 60) -> list[str]:
+    """Chunk RRF with the keyword list's terms weighted (the vector list's weight is 1)."""
+    scores: dict[str, float] = defaultdict(float)
+    for mode, weight in (("vector", 1.0), ("keyword", keyword_weight)):
+        for rank, (document, chunk, _) in enumerate(lists[mode]):
+            scores[f"{document}\x1f{chunk}"] += weight / (k + rank)
+    ranked = sorted(scores, key=lambda key: -scores[key])
+    return list(dict.fromkeys(key.split("\x1f")[0] for key in ranked))
+
+
+def convex(lists: Lists, alpha: float) -> list[str]:
+    """Convex combination of min-max normalised scores (Bruch et al., 2023): alpha * vector +
+    (1 - alpha) * keyword per chunk, a chunk missing from a list scoring that list's 0."""
+    scores: dict[str, float] = defaultdict(float)
+    for mode, weight in (("vector", alpha), ("keyword", 1.0 - alpha)):
+        hits = lists[mode]
+        if not hits:
+            continue
+        top, bottom = max(h[2] for h in hits), min(h[2] for h in hits)
+        span = (top - bottom) or 1.0
+        for document, chunk, score in hits:
+            scores[f"{document}\x1f{chunk}"] += weight * (score - bottom) / span
+    ranked = sorted(scores, key=lambda key: -scores[key])
+    return list(dict.fromkeys(key.split("\x1f")[0] for key in ranked))
+
+
 def keyword_sum(lists: Lists) -> list[str]:
     scores: dict[str, float] = defaultdict(float)
     for document, _, score in lists["keyword"]:
@@ -73,6 +100,14 @@ FUSIONS: dict[str, Callable[[Lists], list[str]]] = {
     "document RRF, keyword = sum of chunk scores": lambda lists: rrf(
         documents(lists["vector"]), keyword_sum(lists)
     ),
+    **{
+        f"chunk RRF, keyword weight {w}": functools.partial(weighted_chunk_rrf, keyword_weight=w)
+        for w in (0.75, 1.5, 2.0)
+    },
+    **{
+        f"convex, vector weight {a}": functools.partial(convex, alpha=a)
+        for a in (0.3, 0.4, 0.5, 0.6)
+    },
     "per-list cap, then chunk RRF": lambda lists: chunk_rrf(
         {
             mode: [hit for i, hit in enumerate(hits) if hit[0] not in documents(hits[:i])]

@@ -118,7 +118,8 @@ def ingest_corpus(
     on_progress: Callable[[IngestReport, int], None] = lambda report, total: None,
     poll_seconds: float = 1.0,
 ) -> IngestReport:
-    """Upload each corpus record as `<_id>.txt` with document id `_id`, and wait for the jobs.
+    """Upload each corpus record as `<_id>.txt` with document id `_id` and its title as the
+    `title` metadata (what an index with contextual headers embeds), and wait for the jobs.
 
     Resumable: documents the index already holds are skipped, so a run that was stopped
     continues where it was. At most `max_pending` jobs are in flight, so a large corpus does
@@ -183,7 +184,9 @@ def _upload(client: Client, index: str, scratch: Path, record: dict[str, Any]) -
     path = folder / f"{_safe_name(document_id)}.txt"
     path.write_text(corpus_text(record), encoding="utf-8")
     try:
-        return client.upload(index, path, document_id=document_id).job_id
+        title = str(record.get("title") or "").strip()
+        metadata = {"title": title} if title else None
+        return client.upload(index, path, document_id=document_id, metadata=metadata).job_id
     finally:
         path.unlink(missing_ok=True)
         folder.rmdir()

@@ -137,6 +137,8 @@ def test_eval_ingests_resumably_and_reports_every_mode(service: ServiceEnv, data
     assert report["ingest"] == {**report["ingest"], "uploaded": 4, "skipped": 2, "failed": 0}
     documents = httpx.get(f"{url}/v1/indexes/beir/documents").json()["documents"]
     assert {d["document_id"] for d in documents} == set(CORPUS)
+    titles = {d["document_id"]: d["metadata"].get("title") for d in documents}
+    assert titles == {d: title for d, (title, _text) in CORPUS.items()}  # contextual headers
     assert report["queries"] == 3
     by_name = {v["variant"]: v for v in report["variants"]}
     assert set(by_name) == {"vector", "keyword", "hybrid"}
