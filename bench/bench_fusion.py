@@ -1,7 +1,7 @@
 """Hybrid fusion choices re-played offline on the candidate lists of a running service.
 
 Run: .venv/bin/python bench/bench_fusion.py URL INDEX [--dataset DIR] [--split train]
-         [--first-documents N]
+         [--first-documents N] [--cache FILE]
 
 For each judged query (of `--split`; only those whose relevant documents are all among the
 corpus's first N records, for an index loaded part-way by `docingest eval --ingest`), fetches
@@ -82,6 +82,22 @@ def convex(lists: Lists, alpha: float) -> list[str]:
     return list(dict.fromkeys(key.split("\x1f")[0] for key in ranked))
 
 
+def convex_max(lists: Lists, alpha: float) -> list[str]:
+    """As `convex`, but each list's scores divided by its best (its floor taken as 0, as a
+    cosine's and a keyword score's natural floor): a weak list's best does not count as 1
+    only because the others are weaker still."""
+    scores: dict[str, float] = defaultdict(float)
+    for mode, weight in (("vector", alpha), ("keyword", 1.0 - alpha)):
+        hits = lists[mode]
+        top = max((h[2] for h in hits), default=0.0)
+        if top <= 0:
+            continue
+        for document, chunk, score in hits:
+            scores[f"{document}\x1f{chunk}"] += weight * max(score, 0.0) / top
+    ranked = sorted(scores, key=lambda key: -scores[key])
+    return list(dict.fromkeys(key.split("\x1f")[0] for key in ranked))
+
+
 def keyword_sum(lists: Lists) -> list[str]:
     scores: dict[str, float] = defaultdict(float)
     for document, _, score in lists["keyword"]:
@@ -106,7 +122,11 @@ FUSIONS: dict[str, Callable[[Lists], list[str]]] = {
     },
     **{
         f"convex, vector weight {a}": functools.partial(convex, alpha=a)
-        for a in (0.3, 0.4, 0.5, 0.6)
+        for a in (0.3, 0.35, 0.4, 0.45, 0.5, 0.6)
+    },
+    **{
+        f"convex over each list's best, vector weight {a}": functools.partial(convex_max, alpha=a)
+        for a in (0.4, 0.5, 0.6, 0.7)
     },
     "per-list cap, then chunk RRF": lambda lists: chunk_rrf(
         {
@@ -125,6 +145,7 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, default=find_corpus() / "retrieval" / "scifact")
     parser.add_argument("--split", default="train")
     parser.add_argument("--first-documents", type=int)
+    parser.add_argument("--cache", type=Path, help="keep the fetched lists in this JSON file")
     args = parser.parse_args()
     test = load_test_set(args.dataset, split=args.split)
     with (args.dataset / "corpus.jsonl").open() as handle:
@@ -134,7 +155,10 @@ def main() -> None:
     print(f"{len(queries)} {args.split} queries whose judged documents are all in the index")
     http = httpx.Client(base_url=args.url, timeout=120)
     lists: dict[str, Lists] = {}
-    for query in queries:
+    if args.cache and args.cache.exists():
+        lists = {q: {m: [tuple(h) for h in hits] for m, hits in fetched.items()}
+                 for q, fetched in json.loads(args.cache.read_text()).items()}  # fmt: skip
+    for query in [q for q in queries if q not in lists]:
         fetched: Lists = {}
         for mode in ("vector", "keyword"):
             body = {"query": test.queries[query], "mode": mode, "top_k": 50}
@@ -148,6 +172,8 @@ def main() -> None:
             (h["document_id"], h["chunk_index"], h["score"]) for h in answer["results"]
         ]
         lists[query] = fetched
+    if args.cache:
+        args.cache.write_text(json.dumps(lists))
     served = {q: ndcg_at(documents(lists[q]["hybrid"]), test.qrels[q]) for q in queries}
     print("| fusion | nDCG@10 | R@10 | queries won / lost against the service |")
     print("|---|---:|---:|---:|")

@@ -32,6 +32,7 @@ from pipeline.outbox import DeleteUnderWay, Outbox
 from pipeline.redis_errors import REDIS_DOWN
 from pipeline.rerank import RerankDefaults, Reranker, RerankSpec, build_reranker
 from pipeline.search import (
+    Fusion,
     Reranking,
     SearchRequest,
     SearchResponse,
@@ -243,8 +244,14 @@ class Services:
             reranker_for=self.reranker_for,
             deadline_seconds=self.settings.rerank_deadline_seconds,
         )
+        fusion = Fusion(self.settings.hybrid_fusion, self.settings.hybrid_vector_weight)
         response, outcome = search_outcome(
-            self.store, target, request, query_cache=self.query_cache, reranking=reranking
+            self.store,
+            target,
+            request,
+            query_cache=self.query_cache,
+            reranking=reranking,
+            fusion=fusion,
         )
         if outcome.requested:
             try:

@@ -1,7 +1,7 @@
 """Search one index by meaning (vector), by exact terms (keyword), or both fused (hybrid).
 
 Hybrid fetches both candidate lists in one Qdrant round trip; `pipeline.search.candidates`
-fuses them and chooses which make the response, after the rerank stage
+fuses them (as `fusion` says) and chooses which make the response, after the rerank stage
 (`pipeline.search.reranking`) when it is on.
 """
 
@@ -11,7 +11,14 @@ import time
 
 from pipeline.embedders.base import QueryCache
 from pipeline.rerank import RerankSpec
-from pipeline.search.candidates import Candidate, candidate_limit, fuse, select
+from pipeline.search.candidates import (
+    DEFAULT_FUSION,
+    Candidate,
+    Fusion,
+    candidate_limit,
+    fuse,
+    select,
+)
 from pipeline.search.context import contexts
 from pipeline.search.excerpts import answer, query_terms
 from pipeline.search.request import (
@@ -41,11 +48,14 @@ def search(
     *,
     query_cache: QueryCache | None = None,
     reranking: Reranking | None = None,
+    fusion: Fusion = DEFAULT_FUSION,
 ) -> SearchResponse:
     """Run `request` against `target` (see `resolve_target`), embedding the query with the
     target's embedder (through `query_cache` when given); `reranking` enables the rerank
-    stage (without it, a request's `rerank` is ignored)."""
-    return search_outcome(store, target, request, query_cache=query_cache, reranking=reranking)[0]
+    stage (without it, a request's `rerank` is ignored); `fusion` is hybrid's."""
+    return search_outcome(
+        store, target, request, query_cache=query_cache, reranking=reranking, fusion=fusion
+    )[0]
 
 
 def search_outcome(
@@ -55,6 +65,7 @@ def search_outcome(
     *,
     query_cache: QueryCache | None = None,
     reranking: Reranking | None = None,
+    fusion: Fusion = DEFAULT_FUSION,
 ) -> tuple[SearchResponse, RerankOutcome]:
     """`search`, and what its rerank stage did (for the index's usage)."""
     started = time.perf_counter()
@@ -90,7 +101,7 @@ def search_outcome(
                 limit=limit,
                 filter=search_filter,
             )
-            candidates = fuse(dense, keyword)
+            candidates = fuse(dense, keyword, fusion, depth=candidate_limit(request.top_k))
     candidates, outcome = rerank_candidates(candidates, request, plan, reranking)
     chosen = select(candidates, request, reranked=outcome.reranked)
     explain_terms = _unique(analyze(request.query)) if request.explain else None

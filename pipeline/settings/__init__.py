@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from pipeline.settings.rerank import RerankSettings
+from pipeline.settings.search import SearchSettings
 from pipeline.settings.webhooks import WebhookSettings
 
 
@@ -65,7 +66,7 @@ def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError("chunk_overlap must be smaller than chunk_size")
 
 
-class Settings(RerankSettings, WebhookSettings):
+class Settings(RerankSettings, SearchSettings, WebhookSettings):
     """Every knob of docingest. Build it with `get_settings()`; never at import time."""
 
     model_config = SettingsConfigDict(

@@ -162,7 +162,7 @@ def test_results_carry_the_contract_fields(ingested: Ingested, api: ApiClient, m
             assert keyword > 0
         else:
             assert vector is not None or keyword is not None
-            assert 0 < result["score"] < 1  # a reciprocal-rank-fusion score
+            assert 0 <= result["score"] <= 1  # a convex combination of scores scaled to 0-1
         assert result["document_id"] in names
         assert result["filename"] == result["document_id"]
         assert result["format"] == names[result["document_id"]]

@@ -241,7 +241,17 @@ def test_a_failing_reranker_leaves_first_stage_order(
     response = run(store, reranking, mode="hybrid", top_k=7, max_chunks_per_document=2, rerank=True)
     assert response.reranked is False
     assert response.rerank_error is not None and response.rerank_error.code == code
-    assert [r.model_dump() for r in response.results] == [r.model_dump() for r in plain.results]
+
+    # qdrant-client's local mode may differ in a score's 8th digit between two runs of one
+    # query: the order and all else must be the same, the scores to that digit
+    def numbers(response: SearchResponse) -> list[float | None]:
+        return [x for r in response.results for x in (r.score, r.scores.vector, r.scores.keyword)]
+
+    unscored = {"score", "scores"}
+    assert [r.model_dump(exclude=unscored) for r in response.results] == [
+        r.model_dump(exclude=unscored) for r in plain.results
+    ]
+    assert numbers(response) == pytest.approx(numbers(plain))
 
 
 def test_the_index_default_applies_unless_the_request_says_false(
