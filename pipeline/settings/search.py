@@ -19,6 +19,6 @@ class SearchSettings(BaseSettings):
     hybrid_fusion: Literal["convex", "rrf"] = "convex"
     """A convex combination of the lists' normalised scores, or Reciprocal Rank Fusion."""
 
-    hybrid_vector_weight: float = Field(default=0.4, ge=0.0, le=1.0)
+    hybrid_vector_weight: float = Field(default=0.45, ge=0.0, le=1.0)
     """The dense list's weight in the convex combination; the keyword list's is 1 minus it
     (BENCHMARKS.md, "Hybrid fusion")."""
