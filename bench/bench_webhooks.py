@@ -99,11 +99,44 @@ WARM_UP_JOBS = 20
 UPLOADERS = 8
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) used so far by process `root` and its descendants
+    (`serve`'s extraction children, the ended ones through their parent's count), from /proc."""
+    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent, seconds)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        ticks = sum(int(value) for value in fields[11:15])  # its own, and its reaped children's
+        stats[int(entry.name)] = (int(fields[1]), ticks / CLOCK_TICKS)
+    tree, total = {root}, 0.0
+    for pid in sorted(stats):  # children have higher pids here, short-lived ones included
+        if pid == root or stats[pid][0] in tree:
+            tree.add(pid)
+            total += stats[pid][1]
+    return total
+
+
+@dataclass
+class Cpu:
+    """The CPU seconds a mode's blocks cost `serve` (with its children) and the receiver."""
+
+    serve: float = 0.0
+    receiver: float = 0.0
+
+
 @dataclass
 class Mode:
     label: str
     jobs: int = 0
     seconds: float = 0.0
+    cpu: Cpu = field(default_factory=Cpu)
     failures: list[str] = field(default_factory=list)
     job_ids: list[str] = field(default_factory=list)
 
@@ -124,9 +157,16 @@ def upload_many(client: httpx.Client, index: str, first: int, count: int) -> lis
         return list(pool.map(one, range(first, first + count)))
 
 
-def run_block(client: httpx.Client, mode: Mode, index: str, first: int, count: int) -> None:
+def run_block(
+    client: httpx.Client, mode: Mode, index: str, first: int, count: int, pids: tuple[int, int]
+) -> None:
+    """Run one block of `count` jobs; `pids`: serve's and the receiver's, whose CPU it counts."""
+    serve_pid, receiver_pid = pids
+    before = cpu_seconds(serve_pid), cpu_seconds(receiver_pid)
     job_ids = upload_many(client, index, first, count)
     outcome = settle(client, job_ids, index=index, timeout=3600)
+    mode.cpu.serve += cpu_seconds(serve_pid) - before[0]
+    mode.cpu.receiver += cpu_seconds(receiver_pid) - before[1]
     if outcome.statuses.get("completed", 0) != count or outcome.bad:
         mode.failures.append(outcome.line())
     mode.jobs += count
@@ -197,7 +237,8 @@ def main() -> int:
             hook = {"url": receiver.url, "events": ["job.completed"], "secret": "s" * 32}
             for index in ("hooked", "crash"):
                 client.put(f"/v1/indexes/{index}/webhooks/bench", json=hook).raise_for_status()
-            run_block(client, Mode("warm-up"), "warmup", 5 * 10**6, WARM_UP_JOBS)
+            pids = (serve.popen.pid, receiver.popen.pid)
+            run_block(client, Mode("warm-up"), "warmup", 5 * 10**6, WARM_UP_JOBS, pids)
             size = args.jobs // args.blocks
             order = [plain, hooked, hooked, plain] * ((args.blocks + 1) // 2)
             done = {id(plain): 0, id(hooked): 0}
@@ -206,17 +247,19 @@ def main() -> int:
                     continue
                 index = "hooked" if mode is hooked else "plain"
                 first = done[id(mode)] * size + (10**6 if mode is hooked else 0)
-                run_block(client, mode, index, first, size)
+                run_block(client, mode, index, first, size, pids)
                 done[id(mode)] += 1
                 print(f"  {mode.label}: block {done[id(mode)]}, {mode.rate:.1f} jobs/s so far, "
                       f"load {load()}", flush=True)  # fmt: skip
             loads.append(load())
             drain = wait_deliveries(receiver, hooked.job_ids, timeout=1800)
             result = tally(receiver, hooked.job_ids)
-            print("\n| mode | jobs | seconds | jobs/s | ratio |\n|---|---:|---:|---:|---:|")
+            print("\n| mode | jobs | seconds | jobs/s | ratio | serve CPU ms/job "
+                  "| receiver CPU ms/job |\n|---|---:|---:|---:|---:|---:|---:|")  # fmt: skip
             for mode in (plain, hooked):
                 print(f"| {mode.label} | {mode.jobs} | {mode.seconds:.1f} | {mode.rate:.2f} | "
-                      f"{mode.rate / plain.rate:.3f} |")  # fmt: skip
+                      f"{mode.rate / plain.rate:.3f} | {1000 * mode.cpu.serve / mode.jobs:.1f} | "
+                      f"{1000 * mode.cpu.receiver / mode.jobs:.1f} |")  # fmt: skip
             print(f"\ndeliveries: {result}; the last delivered {drain:.1f} s after the last job "
                   f"ended; failures: {plain.failures + hooked.failures or 'none'}")  # fmt: skip
             if args.kill_jobs:
