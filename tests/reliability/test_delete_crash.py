@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,20 @@ def finish_by_sweep(services: Services) -> int:
     return written
 
 
+@contextmanager
+def reopened_after_a_delete_killed_at(settings: Settings, at: str | None) -> Iterator[Services]:
+    """Store the document, run its delete in a child killed at step `at` (None: no delete),
+    then yield this process's services over what the child left."""
+    stored_with_a_subscriber(settings)
+    if at is not None:
+        delete_killed_at(settings, at)
+    services = Services(settings, owns_store=True)
+    try:
+        yield services
+    finally:
+        services.close()
+
+
 def deleted_events(services: Services) -> list[dict[str, str]]:
     return [row for row in services.outbox.recent(INDEX, "hook", 10)
             if row["event"] == "document.deleted"]  # fmt: skip
@@ -107,10 +122,7 @@ def deleted_events(services: Services) -> list[dict[str, str]]:
 def test_killed_after_the_store_deleted_the_event_is_written_by_the_sweep(
     settings: Settings,
 ) -> None:
-    stored_with_a_subscriber(settings)
-    delete_killed_at(settings, "event")
-    services = Services(settings, owns_store=True)
-    try:
+    with reopened_after_a_delete_killed_at(settings, "event") as services:
         assert services.store.live_document(INDEX, DOCUMENT) is None  # the store did delete
         (under_way,) = services.outbox.deletes_under_way()
         assert (under_way.index, under_way.document_id) == (INDEX, DOCUMENT)
@@ -121,33 +133,23 @@ def test_killed_after_the_store_deleted_the_event_is_written_by_the_sweep(
         assert event["document_id"] == DOCUMENT and event["status"] == "pending"
         assert json.loads(event["data"])["document_id"] == DOCUMENT
         assert finish_by_sweep(services) == 0  # once only
-    finally:
-        services.close()
 
 
 def test_killed_before_the_store_was_asked_no_event_and_the_document_stays(
     settings: Settings,
 ) -> None:
-    stored_with_a_subscriber(settings)
-    delete_killed_at(settings, "store")
-    services = Services(settings, owns_store=True)
-    try:
+    with reopened_after_a_delete_killed_at(settings, "store") as services:
         assert services.outbox.deletes_under_way()
         assert finish_by_sweep(services) == 0
         assert deleted_events(services) == []
         live = services.store.live_document(INDEX, DOCUMENT)
         assert live is not None and live.version == 1
-    finally:
-        services.close()
 
 
 def test_a_document_uploaded_again_after_the_killed_delete_still_gets_the_event(
     settings: Settings,
 ) -> None:
-    stored_with_a_subscriber(settings)
-    delete_killed_at(settings, "event")
-    services = Services(settings, owns_store=True)
-    try:
+    with reopened_after_a_delete_killed_at(settings, "event") as services:
         version = services.next_version(INDEX, DOCUMENT)  # an upload after the delete
         services.store.write_chunks(INDEX, records(DOCUMENT, version, ["new text"]))
         services.store.publish(INDEX, DOCUMENT, version)
@@ -156,14 +158,10 @@ def test_a_document_uploaded_again_after_the_killed_delete_still_gets_the_event(
         assert len(deleted_events(services)) == 1
         live = services.store.live_document(INDEX, DOCUMENT)
         assert live is not None and live.version == version  # the new upload is untouched
-    finally:
-        services.close()
 
 
 def test_a_delete_that_ends_leaves_nothing_under_way(settings: Settings) -> None:
-    stored_with_a_subscriber(settings)
-    services = Services(settings, owns_store=True)
-    try:
+    with reopened_after_a_delete_killed_at(settings, None) as services:
         services.delete_document(INDEX, DOCUMENT)
         assert services.outbox.deletes_under_way() == []
         assert len(deleted_events(services)) == 1
@@ -171,5 +169,3 @@ def test_a_delete_that_ends_leaves_nothing_under_way(settings: Settings) -> None
             services.delete_document(INDEX, DOCUMENT)  # nothing to delete: no event
         assert services.outbox.deletes_under_way() == []
         assert len(deleted_events(services)) == 1
-    finally:
-        services.close()
