@@ -22,6 +22,7 @@ from pipeline.errors import (
     DependencyUnavailable,
     DocumentBusy,
     DocumentNotFound,
+    IndexNotFound,
     InvalidEmbedding,
     StoreNotHere,
 )
@@ -212,7 +213,10 @@ class Services:
                                  blocking_timeout=0, keep_alive=True):  # fmt: skip
                 if self.outbox.delete_under_way(index, document_id) != delete:
                     return None  # ended meanwhile, or another delete began
-                live = self.store.live_document(index, document_id)
+                try:
+                    live = self.store.live_document(index, document_id)
+                except IndexNotFound:  # the index went since: so did the document
+                    live = None
                 if live is not None and live.version < delete.version:
                     self.outbox.abandon_delete(index, document_id)
                     return False

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from pipeline.errors import DependencyUnavailable
 from pipeline.keys import JobStatus
 from pipeline.services import Services
 from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
@@ -94,7 +95,11 @@ def _finish_interrupted_deletes(services: Services, grace_seconds: float) -> int
     for delete in services.outbox.deletes_under_way():
         if delete.at > cutoff:
             continue
-        outcome = services.finish_interrupted_delete(delete)
+        try:
+            outcome = services.finish_interrupted_delete(delete)
+        except DependencyUnavailable as exc:  # Redis or the store: the next sweep tries again
+            log.warning("interrupted delete of %r left for later: %s", delete.document_id, exc)
+            continue
         if outcome:
             what = (delete.document_id, delete.index)
             log.warning("document %r of index %r: delete interrupted; event written now", *what)

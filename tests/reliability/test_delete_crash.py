@@ -169,3 +169,10 @@ def test_a_delete_that_ends_leaves_nothing_under_way(settings: Settings) -> None
             services.delete_document(INDEX, DOCUMENT)  # nothing to delete: no event
         assert services.outbox.deletes_under_way() == []
         assert len(deleted_events(services)) == 1
+
+
+def test_a_killed_delete_whose_index_went_since_still_gets_its_event(settings: Settings) -> None:
+    with reopened_after_a_delete_killed_at(settings, "event") as services:
+        assert services.delete_index(INDEX)
+        assert finish_by_sweep(services) == 1  # the document went with its index
+        assert len(deleted_events(services)) == 1
