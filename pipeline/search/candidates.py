@@ -103,20 +103,9 @@ def convex(
     count 0, so fetching more candidates (for the rerank stage) leaves the scores and the
     order of the others as they are: a search whose re-ranker fails answers as one that
     asked for none."""
-    fused: dict[str, Candidate] = {}
-    dense_weight, keyword_weight = vector_weight, 1.0 - vector_weight
-    for rank, (hit, share) in enumerate(zip(dense, _normalised(dense, depth), strict=True)):
-        fused[hit.id] = Candidate(hit, dense_weight * share, vector=hit.score, vector_rank=rank + 1)
-    for rank, (hit, share) in enumerate(zip(keyword, _normalised(keyword, depth), strict=True)):
-        if (candidate := fused.get(hit.id)) is None:
-            fused[hit.id] = Candidate(
-                hit, keyword_weight * share, keyword=hit.score, keyword_rank=rank + 1
-            )
-        else:
-            candidate.score += keyword_weight * share
-            candidate.keyword = hit.score
-            candidate.keyword_rank = rank + 1
-    return sorted(fused.values(), key=lambda candidate: candidate.score, reverse=True)
+    dense_shares = [vector_weight * share for share in _normalised(dense, depth)]
+    keyword_shares = [(1.0 - vector_weight) * share for share in _normalised(keyword, depth)]
+    return _combined(dense, dense_shares, keyword, keyword_shares)
 
 
 def _normalised(hits: list[ScoredChunk], depth: int | None) -> list[float]:
@@ -135,16 +124,27 @@ def _normalised(hits: list[ScoredChunk], depth: int | None) -> list[float]:
 
 def rrf(dense: list[ScoredChunk], keyword: list[ScoredChunk], *, k: int = RRF_K) -> list[Candidate]:
     """Fuse two ranked lists by RRF, best first; ties keep first-seen order (dense first)."""
+    dense_shares = [1.0 / (k + rank) for rank in range(len(dense))]
+    keyword_shares = [1.0 / (k + rank) for rank in range(len(keyword))]
+    return _combined(dense, dense_shares, keyword, keyword_shares)
+
+
+def _combined(
+    dense: list[ScoredChunk],
+    dense_shares: list[float],
+    keyword: list[ScoredChunk],
+    keyword_shares: list[float],
+) -> list[Candidate]:
+    """Candidates scoring the sum of their shares in the lists they are in (each hit's share
+    given beside it), best first; ties keep first-seen order (dense first)."""
     fused: dict[str, Candidate] = {}
-    for rank, hit in enumerate(dense):
-        fused[hit.id] = Candidate(hit, 1.0 / (k + rank), vector=hit.score, vector_rank=rank + 1)
-    for rank, hit in enumerate(keyword):
+    for rank, (hit, share) in enumerate(zip(dense, dense_shares, strict=True)):
+        fused[hit.id] = Candidate(hit, share, vector=hit.score, vector_rank=rank + 1)
+    for rank, (hit, share) in enumerate(zip(keyword, keyword_shares, strict=True)):
         if (candidate := fused.get(hit.id)) is None:
-            fused[hit.id] = Candidate(
-                hit, 1.0 / (k + rank), keyword=hit.score, keyword_rank=rank + 1
-            )
+            fused[hit.id] = Candidate(hit, share, keyword=hit.score, keyword_rank=rank + 1)
         else:
-            candidate.score += 1.0 / (k + rank)
+            candidate.score += share
             candidate.keyword = hit.score
             candidate.keyword_rank = rank + 1
     return sorted(fused.values(), key=lambda candidate: candidate.score, reverse=True)
