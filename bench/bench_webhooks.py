@@ -23,9 +23,11 @@ Crash: `--kill-jobs` more uploads with the webhook; once a third of their delive
 accepted, `serve` is killed with SIGKILL and started again on the same Redis and data; wait
 until every job has ended and every completed job's event is accepted.
 
-The first WARM_UP_JOBS jobs are not counted. Backoff is shortened (first retry after 1 s, at
-most 5 s between attempts) so the retried third converges within the run; the default (10 s
-doubling to an hour) changes when retries land, not how many deliveries there are.
+Every document is numbered with seven digits, so both modes ingest documents of one size
+(`notes` grows with its number's width). The first WARM_UP_JOBS jobs are not counted. Backoff
+is shortened (first retry after 1 s, at most 5 s between attempts) so the retried third
+converges within the run; the default (10 s doubling to an hour) changes when retries land,
+not how many deliveries there are.
 """
 
 from __future__ import annotations
@@ -246,7 +248,8 @@ def main() -> int:
                 if done[id(mode)] >= args.blocks:
                     continue
                 index = "hooked" if mode is hooked else "plain"
-                first = done[id(mode)] * size + (10**6 if mode is hooked else 0)
+                # Numbers of one width in both modes: notes(n) grows with n's digits.
+                first = done[id(mode)] * size + (10**6 if mode is hooked else 3 * 10**6)
                 run_block(client, mode, index, first, size, pids)
                 done[id(mode)] += 1
                 print(f"  {mode.label}: block {done[id(mode)]}, {mode.rate:.1f} jobs/s so far, "
