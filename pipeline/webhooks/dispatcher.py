@@ -1,6 +1,6 @@
-"""The dispatcher: claims due deliveries from the outbox with a lease, sends each on a bounded
-thread pool, and records the outcome: delivered, retried later (exponential backoff with
-jitter) or, once the retry period is over, failed.
+"""The dispatcher: claims due deliveries from the outbox with a lease, sends each on one of a
+fixed set of sender threads, and records the outcome: delivered, retried later (exponential
+backoff with jitter) or, once the retry period is over, failed.
 
 One runs in every `docingest serve` and `docingest worker` process; any number may share a
 Redis. A claim moves the delivery's due time past its lease (`LEASE_SECONDS`), so if the
@@ -14,6 +14,7 @@ most the timeout).
 from __future__ import annotations
 
 import logging
+import queue
 import random
 import threading
 import time
@@ -22,6 +23,7 @@ from pipeline import metrics
 from pipeline.errors import DependencyUnavailable
 from pipeline.outbox import Delivery, Outbox
 from pipeline.settings import Settings
+from pipeline.webhooks.connections import Connections
 from pipeline.webhooks.payload import render
 from pipeline.webhooks.sender import Attempt, attempt, headers_for
 
@@ -55,19 +57,34 @@ class Dispatcher:
         self._outbox = outbox
         self._settings = settings
         self._slots = threading.BoundedSemaphore(settings.webhook_concurrency)
+        """One per sender thread not busy with a delivery."""
+        self._claimed: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        self._connections = Connections(most=settings.webhook_concurrency)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="webhooks", daemon=True)
+        # Threads kept for the process's life rather than one per delivery: a thread's start
+        # was a tenth of a delivery's CPU (BENCHMARKS.md, "Webhooks").
+        self._senders = [
+            threading.Thread(target=self._send, name=f"webhook-send-{number}", daemon=True)
+            for number in range(settings.webhook_concurrency)
+        ]
 
     def start(self) -> None:
+        for sender in self._senders:
+            sender.start()
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop claiming; attempts under way are left to finish or to their lease."""
         self._stop.set()
         self._thread.join(timeout)
+        for _ in self._senders:
+            self._claimed.put(None)  # after what was claimed: each sender ends when it is done
+        self._connections.close()
 
     def run_once(self) -> int:
-        """Claim as many due deliveries as there are free slots and start each; how many."""
+        """Claim as many due deliveries as there are free senders and hand each to one; how
+        many."""
         free = 0
         while self._slots.acquire(blocking=False):
             free += 1
@@ -82,14 +99,16 @@ class Dispatcher:
         for _ in range(free - len(claimed)):
             self._slots.release()
         for delivery in claimed:
-            worker = threading.Thread(
-                target=self._deliver, args=(delivery,), name="webhook-send", daemon=True
-            )
-            worker.start()
+            self._claimed.put(delivery)
         return len(claimed)
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            # Wait for a sender to come free rather than a whole poll, so a backlog goes out
+            # as fast as the senders finish; the slot is taken again by `run_once`.
+            if not self._slots.acquire(timeout=POLL_SECONDS):
+                continue
+            self._slots.release()
             try:
                 claimed = self.run_once()
             except DependencyUnavailable as exc:
@@ -102,6 +121,10 @@ class Dispatcher:
                 continue
             if claimed == 0:
                 self._stop.wait(POLL_SECONDS)
+
+    def _send(self) -> None:
+        while (delivery := self._claimed.get()) is not None:
+            self._deliver(delivery)
 
     def _deliver(self, delivery: Delivery) -> None:
         try:
@@ -140,6 +163,7 @@ class Dispatcher:
             headers,
             timeout=settings.webhook_timeout_seconds,
             allow_private=settings.webhook_allow_private,
+            connections=self._connections,
         )
         metrics.WEBHOOK_SECONDS.observe(result.seconds)
         self._record(delivery, result)
