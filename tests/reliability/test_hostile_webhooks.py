@@ -1,10 +1,14 @@
 """Hostile webhooks: URLs into the deployment's own network (in every spelling), other
 schemes, credentials, huge or unknown events lists, bad names; and at delivery time, a URL
 that has become private, and a redirect, which is never followed. Each gets a clear 4xx
-code (RELIABILITY.md, "Webhooks"), never a 500, and no request reaches the address."""
+code (RELIABILITY.md, "Webhooks"), never a 500, and no request reaches the address. A receiver
+that dribbles its answer holds a sender no longer than the timeout."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +18,9 @@ import pytest
 
 from pipeline.keys import Keys
 from pipeline.outbox import Outbox, Subscription
+from pipeline.webhooks.connections import Connections, key_for
 from pipeline.webhooks.dispatcher import Dispatcher
+from pipeline.webhooks.sender import attempt
 from pipeline.webhooks.urls import check_url
 from tests.support.api_app import api_client, is_contract_error, upload
 from tests.support.embedding_server import FakeEmbeddingServer
@@ -192,3 +198,62 @@ def test_a_redirect_to_a_private_address_is_not_followed(
             dispatcher.stop()
         assert entry["last_code"] == "302" and "not followed" in entry["last_error"]
         assert inside.received == []
+
+
+class DribblingReceiver:
+    """A raw TCP receiver that accepts each delivery's headers with 200 and then sends the
+    declared body (or endless chunks) a byte every DRIBBLE_SECONDS."""
+
+    DRIBBLE_SECONDS = 0.3
+
+    def __init__(self, answer: bytes) -> None:
+        self._answer = answer
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/hook"
+        self._stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while not self._stop.is_set():
+                connection, _ = self._listener.accept()
+                threading.Thread(target=self._dribble, args=(connection,), daemon=True).start()
+
+    def _dribble(self, connection: socket.socket) -> None:
+        with connection, contextlib.suppress(OSError):
+            connection.recv(65536)
+            connection.sendall(self._answer)
+            while not self._stop.wait(self.DRIBBLE_SECONDS):
+                connection.sendall(b"1\r\nx\r\n" if b"chunked" in self._answer else b"x")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",  # 30 s to send it all
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",  # never ends
+    ],
+    ids=["slow-body", "endless-chunks"],
+)
+def test_a_receiver_dribbling_its_answer_holds_a_sender_no_longer_than_the_timeout(
+    answer: bytes,
+) -> None:
+    """The delivery counts (a 2xx came), and its connection is not kept: reading the body to
+    keep it would let the receiver hold the sender for as long as it likes."""
+    receiver = DribblingReceiver(answer)
+    pool = Connections(most=4)
+    try:
+        started = time.monotonic()
+        result = attempt(receiver.url, b"{}", {}, timeout=1.0, allow_private=True,
+                         connections=pool)  # fmt: skip
+        elapsed = time.monotonic() - started
+        assert result.delivered and result.code == 200
+        assert elapsed < 20  # the whole body would take 30 s, or forever
+        assert pool.take(key_for(check_url(receiver.url, allow_private=True))) is None
+    finally:
+        receiver.close()
+        pool.close()
