@@ -2,12 +2,13 @@
 through the real dispatcher (a claim, a thread, the body, a signed POST, the outcome), to a
 receiver in a process of its own.
 
-Run: .venv/bin/python bench/bench_delivery.py [--deliveries 2000] [--profile]
+Run: .venv/bin/python bench/bench_delivery.py [--deliveries 2000] [--tls] [--profile]
 
 `document.deleted` events for one subscribed index are written to the outbox (Redis DB 15,
 a key prefix of its own), then a `Dispatcher` is started and the process's CPU time
 (`time.process_time`, every thread) is read from its start until the outbox counts every
-delivery delivered. `--profile` prints where that time goes (cProfile, which slows it).
+delivery delivered. `--tls`: over HTTPS, with a certificate made for the run (trusted by
+this process only). `--profile` prints where that time goes (cProfile, which slows it).
 This is the share of `bench_webhooks.py`'s CPU per job that is the dispatching's own.
 """
 
@@ -30,28 +31,37 @@ from _service_tools import code_version  # noqa: E402
 
 from pipeline.outbox import Subscription  # noqa: E402
 from pipeline.services import Services  # noqa: E402
+from pipeline.webhooks import sender  # noqa: E402
 from pipeline.webhooks.dispatcher import Dispatcher  # noqa: E402
 from tests.support.redis_db import private_redis, unique_prefix  # noqa: E402
 from tests.support.settings import service_settings  # noqa: E402
+from tests.support.tls import self_signed_for_loopback  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--deliveries", type=int, default=2000)
+    parser.add_argument("--tls", action="store_true")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     print(f"# bench_delivery: {code_version()}; {machine()}", flush=True)
     prefix = unique_prefix("bench-delivery")
     with tempfile.TemporaryDirectory(prefix="docingest-bench-delivery-") as tmp:
+        command = [sys.executable, "-m", "tests.support.webhook_receiver", "ok", f"{tmp}/log.jsonl"]
+        if args.tls:
+            certificate = self_signed_for_loopback(Path(tmp))
+            command += [str(certificate.cert), str(certificate.key)]
+            sender._TLS = certificate.client_context()  # this run's certificate only
         receiver = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.webhook_receiver", "ok", f"{tmp}/log.jsonl"],
+            command,
             cwd=REPO,
             stdout=subprocess.PIPE,
             text=True,
         )
         try:
             assert receiver.stdout is not None
-            url = f"http://127.0.0.1:{int(receiver.stdout.readline())}/hook"
+            scheme = "https" if args.tls else "http"
+            url = f"{scheme}://127.0.0.1:{int(receiver.stdout.readline())}/hook"
             with private_redis(prefix):
                 settings = service_settings(
                     Path(tmp) / "data", prefix, None, webhook_allow_private=True

@@ -227,7 +227,12 @@ def read_log(path: Path) -> list[Received]:
 
 
 if __name__ == "__main__":  # a receiver in a process of its own (bench/bench_webhooks.py)
-    receiver = WebhookReceiver(sys.argv[1], log_to=Path(sys.argv[2])).start()
+    # mode, log file, and optionally a certificate and key to serve HTTPS with
+    tls = None
+    if len(sys.argv) > 3:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(sys.argv[3], sys.argv[4])
+    receiver = WebhookReceiver(sys.argv[1], log_to=Path(sys.argv[2]), tls=tls).start()
     sys.stdout.write(f"{receiver.port}\n")
     sys.stdout.flush()
     while True:
