@@ -156,7 +156,7 @@ def _drained(
                 return False  # the receiver hung up
         response.read()  # nothing left: ends the answer, so the connection takes another
         connection.sock.settimeout(connection.timeout)
-    except (OSError, http.client.HTTPException):
+    except (OSError, ValueError, http.client.HTTPException):  # ValueError: a closed file
         return False
     return response.isclosed()
 
