@@ -18,7 +18,7 @@ from pipeline.webhooks.connections import Connections, key_for
 from pipeline.webhooks.sender import Attempt, attempt, headers_for
 from pipeline.webhooks.urls import Target
 from tests.support.tls import self_signed_for_loopback
-from tests.support.webhook_receiver import WebhookReceiver, receiving
+from tests.support.webhook_receiver import receiving
 
 BODY = b'{"id":"dlv_1","event":"job.completed"}'
 
@@ -53,8 +53,7 @@ def test_without_a_pool_every_attempt_has_its_own_connection() -> None:
 def test_a_kept_connection_the_receiver_hung_up_is_replaced_within_the_attempt(
     pool: Connections,
 ) -> None:
-    receiver = WebhookReceiver().start()
-    try:
+    with receiving() as receiver:
         assert send(receiver.url, pool, 1).delivered
         receiver.stop()  # hangs up on the kept connection
         receiver.start()  # the same port again
@@ -62,19 +61,14 @@ def test_a_kept_connection_the_receiver_hung_up_is_replaced_within_the_attempt(
         assert second.delivered, second.error
         assert [r.delivery_id for r in receiver.accepted()] == ["dlv_1", "dlv_2"]
         assert receiver.connections_opened == 2
-    finally:
-        receiver.stop()
 
 
 def test_a_receiver_that_is_down_is_a_failed_attempt_even_with_a_kept_connection(
     pool: Connections,
 ) -> None:
-    receiver = WebhookReceiver().start()
-    try:
+    with receiving() as receiver:
         assert send(receiver.url, pool, 1).delivered
-    finally:
-        receiver.stop()
-    failed = send(receiver.url, pool, 2)
+    failed = send(receiver.url, pool, 2)  # stopped: it hung up the kept connection too
     assert not failed.delivered
     assert failed.error is not None and failed.error.startswith("connection:")
 
