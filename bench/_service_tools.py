@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.keys import TERMINAL_STATUSES
 from tests.support.proc import rss_bytes, tree_cpu_seconds, tree_rss_bytes
 
 REPO = Path(__file__).resolve().parent.parent
@@ -209,7 +209,7 @@ def code_version() -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
 
-    status = git("status", "--porcelain", "--", "pipeline", "api", "workers", "docingest")
+    status = git("status", "--porcelain", "--", "docingest")
     changed = sorted(line[3:] for line in status.splitlines())
     return f"commit {git('rev-parse', '--short', 'HEAD').strip()}" + (
         f", with uncommitted changes to {', '.join(changed)}" if changed else ""

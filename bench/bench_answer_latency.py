@@ -48,15 +48,15 @@ def prepare(data_dir: Path, queries: int) -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from _common import find_corpus
 
-    from pipeline.chunking import ChunkingSpec
-    from pipeline.embedders.base import EmbeddingConfig
-    from pipeline.indexing.chunk_vectors import chunk_records, text_hash
-    from pipeline.prepare import prepare_document
-    from pipeline.search.excerpts import sentences
-    from pipeline.settings import Settings
-    from pipeline.sparse import encode_document
-    from pipeline.store import DocumentFields, IndexConfig, VectorStore
-    from pipeline.store.requests import fields_filter
+    from docingest.pipeline.chunking import ChunkingSpec
+    from docingest.pipeline.embedders.base import EmbeddingConfig
+    from docingest.pipeline.indexing.chunk_vectors import chunk_records, text_hash
+    from docingest.pipeline.prepare import prepare_document
+    from docingest.pipeline.search.excerpts import sentences
+    from docingest.pipeline.settings import Settings
+    from docingest.pipeline.sparse import encode_document
+    from docingest.pipeline.store import DocumentFields, IndexConfig, VectorStore
+    from docingest.pipeline.store.requests import fields_filter
 
     rng = np.random.default_rng(7)
     texts: list[str] = []
@@ -100,9 +100,9 @@ def child(code: Path, data_dir: Path, excerpt: bool | None) -> None:
     import time
 
     sys.path.insert(0, str(code))
-    from pipeline.search import SearchRequest, resolve_target, search
-    from pipeline.settings import Settings
-    from pipeline.store import VectorStore
+    from docingest.pipeline.search import SearchRequest, resolve_target, search
+    from docingest.pipeline.settings import Settings
+    from docingest.pipeline.store import VectorStore
 
     texts = json.loads((data_dir / "queries.json").read_text())
     vectors = dict(zip(texts, np.load(data_dir / "queries.npy"), strict=True))

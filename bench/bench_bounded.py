@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import find_corpus, machine
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.errors import IngestError
-from pipeline.isolation.parent import open_prepared
-from pipeline.prepare import Preparer, PrepareRequest
-from pipeline.settings import Settings
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.errors import IngestError
+from docingest.pipeline.isolation.parent import open_prepared
+from docingest.pipeline.prepare import Preparer, PrepareRequest
+from docingest.pipeline.settings import Settings
 from tests.support import bounded_files
 
 SHAPES: dict[str, tuple[str, Callable[[], bytes]]] = {

@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import find_corpus, machine
 
-from pipeline.chunking import chunk_document
-from pipeline.chunking.tokens import LengthFunction, TokenCounter, char_length
-from pipeline.document import Block, join_blocks
+from docingest.pipeline.chunking import chunk_document
+from docingest.pipeline.chunking.tokens import LengthFunction, TokenCounter, char_length
+from docingest.pipeline.document import Block, join_blocks
 
 FILES = [
     "txt/gutenberg-war-and-peace.txt",

@@ -5,11 +5,11 @@ Run: .venv/bin/python bench/bench_contextual_headers.py [--dataset scifact|cranf
 
 Each BEIR document is uploaded as a user would: a text file of its title line, a blank line
 and its body (Cranfield's body, which repeats the title, without that copy), chunked by
-`pipeline.chunking` at the index's chunk size, with the title as the upload's `title`
+`docingest.pipeline.chunking` at the index's chunk size, with the title as the upload's `title`
 metadata. Two indexes in one in-memory store hold the same chunks and the same keyword
 vectors; only the dense vectors differ: the chunk alone (today), or
-`pipeline.indexing.chunk_vectors.embedding_text` (title and heading path, then the chunk).
-Every test query goes through `pipeline.search.search` (top 10, one chunk per document) in
+`docingest.pipeline.indexing.chunk_vectors.embedding_text` (title and heading path, then the chunk).
+Every test query goes through `docingest.pipeline.search.search` (top 10, one chunk per document) in
 vector and hybrid mode; nDCG@10 and R@10 as in bench/_common.py. Results: BENCHMARKS.md,
 "Contextual headers".
 """
@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import evaluate, find_corpus, machine
 
-from pipeline.chunking import Chunk, chunk_text
-from pipeline.embedders.base import EmbeddingConfig, QueryCache
-from pipeline.embedders.local import LocalEmbedder
-from pipeline.indexing.chunk_vectors import embedding_text, keyword_text, text_hash
-from pipeline.search import SearchMode, SearchRequest, SearchTarget, search
-from pipeline.settings import Settings
-from pipeline.sparse import average_length, encode_document
-from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore
+from docingest.pipeline.chunking import Chunk, chunk_text
+from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
+from docingest.pipeline.embedders.local import LocalEmbedder
+from docingest.pipeline.indexing.chunk_vectors import embedding_text, keyword_text, text_hash
+from docingest.pipeline.search import SearchMode, SearchRequest, SearchTarget, search
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.sparse import average_length, encode_document
+from docingest.pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore
 
 MODES: tuple[SearchMode, ...] = ("vector", "hybrid")
 

@@ -29,10 +29,10 @@ sys.path.insert(0, str(REPO))
 from _common import machine  # noqa: E402
 from _service_tools import code_version  # noqa: E402
 
-from pipeline.outbox import Subscription  # noqa: E402
-from pipeline.services import Services  # noqa: E402
-from pipeline.webhooks import sender  # noqa: E402
-from pipeline.webhooks.dispatcher import Dispatcher  # noqa: E402
+from docingest.pipeline.outbox import Subscription  # noqa: E402
+from docingest.pipeline.services import Services  # noqa: E402
+from docingest.pipeline.webhooks import sender  # noqa: E402
+from docingest.pipeline.webhooks.dispatcher import Dispatcher  # noqa: E402
 from tests.support.redis_db import private_redis, unique_prefix  # noqa: E402
 from tests.support.settings import service_settings  # noqa: E402
 from tests.support.tls import self_signed_for_loopback  # noqa: E402

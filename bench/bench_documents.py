@@ -10,8 +10,8 @@ by side, the previous way (scroll every live document record and sort them, then
 page). The ratio large/small is what matters: near 1 means O(documents listed).
 
 PATCH: one document of `--chunks` chunks (384-dimension vectors), its metadata replaced by
-`pipeline.documents.patch_metadata` (copy to a new version, publish, retire); side by side,
-the naive `set_payload` of the new metadata on all its points by filter, which is quicker but
+`docingest.pipeline.documents.patch_metadata` (copy to a new version, publish, retire); side by
+side, the naive `set_payload` of the new metadata on all its points by filter, which is quicker but
 lets a search see a mix while it runs on a Qdrant server.
 """
 
@@ -34,14 +34,14 @@ sys.path.insert(0, str(REPO))
 from _common import machine  # noqa: E402
 from _service_tools import code_version  # noqa: E402
 
-from pipeline.documents import patch_metadata  # noqa: E402
-from pipeline.embedders.base import EmbeddingConfig  # noqa: E402
-from pipeline.services import Services  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
-from pipeline.sparse import encode_document  # noqa: E402
-from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore  # noqa: E402
-from pipeline.store.models import DOCUMENT_PAYLOAD_KEYS  # noqa: E402
-from pipeline.store.requests import fields_filter, point_of  # noqa: E402
+from docingest.pipeline.documents import patch_metadata  # noqa: E402
+from docingest.pipeline.embedders.base import EmbeddingConfig  # noqa: E402
+from docingest.pipeline.services import Services  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.sparse import encode_document  # noqa: E402
+from docingest.pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore  # noqa: E402
+from docingest.pipeline.store.models import DOCUMENT_PAYLOAD_KEYS  # noqa: E402
+from docingest.pipeline.store.requests import fields_filter, point_of  # noqa: E402
 
 PATCH_CHUNKS = 5000
 DIMENSIONS = 384

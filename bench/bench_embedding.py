@@ -39,10 +39,10 @@ from pydantic import SecretStr
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.embedders.base import COUNTERS  # noqa: E402
-from pipeline.embedders.batching import plan_batches, token_counter  # noqa: E402
-from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.embedders.base import COUNTERS  # noqa: E402
+from docingest.pipeline.embedders.batching import plan_batches, token_counter  # noqa: E402
+from docingest.pipeline.embedders.openai_compat import OpenAICompatibleEmbedder  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
 
 MODEL = "text-embedding-3-small"
 BEGIN = "<!-- bench_embedding.py: begin -->"

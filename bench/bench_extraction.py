@@ -18,10 +18,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.detect import detect  # noqa: E402
-from pipeline.errors import IngestError  # noqa: E402
-from pipeline.extract import extract  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.detect import detect  # noqa: E402
+from docingest.pipeline.errors import IngestError  # noqa: E402
+from docingest.pipeline.extract import extract  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
 
 FOLDERS = ("pdf", "docx", "html", "markdown", "txt")
 

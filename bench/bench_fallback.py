@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 from _common import machine  # noqa: E402
 from _service_tools import code_version, settle, upload  # noqa: E402
 
-from pipeline.embedders.endpoint_check import PROBE_TEXT  # noqa: E402
+from docingest.pipeline.embedders.endpoint_check import PROBE_TEXT  # noqa: E402
 from tests.support.docingest_service import running_serve  # noqa: E402
 from tests.support.embedding_server import FakeEmbeddingServer  # noqa: E402
 from tests.support.load import production_env  # noqa: E402

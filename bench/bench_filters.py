@@ -44,12 +44,12 @@ from bench_search_latency import (  # noqa: E402
 )
 from bench_store import fill, settle  # noqa: E402
 
-from pipeline.embedders.base import EmbeddingConfig  # noqa: E402
-from pipeline.search import SearchRequest, resolve_target, search  # noqa: E402
-from pipeline.search.candidates import candidate_limit  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
-from pipeline.sparse import encode_query  # noqa: E402
-from pipeline.store import ChunkRecord, IndexConfig, SearchFilter, VectorStore  # noqa: E402
+from docingest.pipeline.embedders.base import EmbeddingConfig  # noqa: E402
+from docingest.pipeline.search import SearchRequest, resolve_target, search  # noqa: E402
+from docingest.pipeline.search.candidates import candidate_limit  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.sparse import encode_query  # noqa: E402
+from docingest.pipeline.store import ChunkRecord, IndexConfig, SearchFilter, VectorStore  # noqa: E402
 
 SCHEMA: dict[str, Any] = {"dept": "keyword", "year": "integer", "published": "datetime"}
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)

@@ -6,8 +6,8 @@ Per format: the corpus's real files together, and one larger file built here (a 
 `--rows` rows × 8 columns, the same rows as CSV, a 200-slide deck, a 200-chapter e-book, a
 2,000-paragraph ODT and an e-mail of 100 paragraphs with a CSV attachment of `--rows`/10
 rows; the prose is War and Peace's, so it compresses as text does). Each file is
-detected and extracted (`pipeline.extract.extract`, the pre-scan included) `--repeat` times,
-interleaved with the "bare" way, and the median is kept:
+detected and extracted (`docingest.pipeline.extract.extract`, the pre-scan included) `--repeat`
+times, interleaved with the "bare" way, and the median is kept:
 
 - xlsx: openpyxl's default (non read-only) `load_workbook(data_only=True)` walking every value;
 - csv: `csv.reader` over the decoded text, nothing rendered;
@@ -47,10 +47,10 @@ sys.path.insert(0, str(REPO))
 
 from _common import find_corpus, machine  # noqa: E402
 
-from pipeline.detect import detect  # noqa: E402
-from pipeline.errors import IngestError  # noqa: E402
-from pipeline.extract import extract  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.detect import detect  # noqa: E402
+from docingest.pipeline.errors import IngestError  # noqa: E402
+from docingest.pipeline.extract import extract  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
 from tests.pipeline.extract.test_epub import CONTAINER  # noqa: E402
 from tests.pipeline.extract.test_odt import build_odt  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/bench_job_profile.py [--repeat 3] [--latency-ms 10] [--docs a,b]
 
-Runs real ingest jobs in this process through `pipeline.jobs.runner.run_job`, exactly as a
+Runs real ingest jobs in this process through `docingest.pipeline.jobs.runner.run_job`, exactly as a
 worker's task does (claim, prepare, embed, write staged, publish, retire, job state in Redis
 DB 15 under a private key prefix, the embedded Qdrant Edge store in a temporary directory),
 with embeddings from the fake OpenAI-compatible server (tests/support/embedding_server.py,
@@ -20,7 +20,7 @@ is reused):
   CPU is this process's plus its children's (the fork server and the children it reaps).
   "isolation" is its CPU minus the in-process run's: forking, the result crossing the pipe
   as JSON and being rebuilt here. The JSON encoding and decoding of the result
-  (`pipeline.isolation.wire`) are also timed alone.
+  (`docingest.pipeline.isolation.wire`) are also timed alone.
 
 Printed: a Markdown table of CPU microseconds per chunk by category (median over the runs),
 one column per document, then the total per chunk, chunks, and wall time per job.
@@ -52,21 +52,21 @@ from _service_tools import code_version  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 from redis.lock import Lock  # noqa: E402
 
-from pipeline import extract, prepare  # noqa: E402
-from pipeline.chunking import ChunkingSpec, sections  # noqa: E402
-from pipeline.embedders import batching, openai_compat  # noqa: E402
-from pipeline.extract import pdf  # noqa: E402
-from pipeline.indexing import run as indexing  # noqa: E402
-from pipeline.indexing import window_vectors  # noqa: E402
-from pipeline.ingest.runner import run_job  # noqa: E402
-from pipeline.isolation import wire  # noqa: E402
-from pipeline.jobs.state import JobSpec, JobStore  # noqa: E402
-from pipeline.metadata import CONTENT_KEYS, TextTally  # noqa: E402
-from pipeline.prepare import CHUNK_BATCH  # noqa: E402
-from pipeline.services import Services  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
-from pipeline.store.fencing import DocumentFence  # noqa: E402
-from pipeline.store.vector_store import VectorStore  # noqa: E402
+from docingest.pipeline import extract, prepare  # noqa: E402
+from docingest.pipeline.chunking import ChunkingSpec, sections  # noqa: E402
+from docingest.pipeline.embedders import batching, openai_compat  # noqa: E402
+from docingest.pipeline.extract import pdf  # noqa: E402
+from docingest.pipeline.indexing import run as indexing  # noqa: E402
+from docingest.pipeline.indexing import window_vectors  # noqa: E402
+from docingest.pipeline.ingest.runner import run_job  # noqa: E402
+from docingest.pipeline.isolation import wire  # noqa: E402
+from docingest.pipeline.jobs.state import JobSpec, JobStore  # noqa: E402
+from docingest.pipeline.metadata import CONTENT_KEYS, TextTally  # noqa: E402
+from docingest.pipeline.prepare import CHUNK_BATCH  # noqa: E402
+from docingest.pipeline.services import Services  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.store.fencing import DocumentFence  # noqa: E402
+from docingest.pipeline.store.vector_store import VectorStore  # noqa: E402
 from tests.support.redis_db import TEST_REDIS_URL, purge_keys  # noqa: E402
 
 DOCS = (

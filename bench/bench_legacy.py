@@ -31,13 +31,13 @@ sys.path.insert(0, str(REPO))
 
 from _common import machine  # noqa: E402
 
-from pipeline.detect import detect  # noqa: E402
-from pipeline.document import BlockKind, ExtractedDocument  # noqa: E402
-from pipeline.extract import extract  # noqa: E402
-from pipeline.extract.office.instance import Office, warm_instance  # noqa: E402
-from pipeline.extract.xlsx import extract_xlsx  # noqa: E402
-from pipeline.extract.zip_container import ZipLimits  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.detect import detect  # noqa: E402
+from docingest.pipeline.document import BlockKind, ExtractedDocument  # noqa: E402
+from docingest.pipeline.extract import extract  # noqa: E402
+from docingest.pipeline.extract.office.instance import Office, warm_instance  # noqa: E402
+from docingest.pipeline.extract.xlsx import extract_xlsx  # noqa: E402
+from docingest.pipeline.extract.zip_container import ZipLimits  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
 from tests.support import legacy_files, ole2_files  # noqa: E402
 from tests.support.paths import CORPUS_DIR  # noqa: E402
 

@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from _common import find_corpus, machine  # noqa: E402
 
-from pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
 from tests.support.load import (  # noqa: E402
     LoadRun,
     Upload,
@@ -66,7 +66,7 @@ def code_version() -> str:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
 
-    dirty = git("status", "--porcelain", "--", "pipeline", "api", "workers", "docingest").strip()
+    dirty = git("status", "--porcelain", "--", "docingest").strip()
     return git("rev-parse", "--short", "HEAD").strip() + (
         " (service code modified)" if dirty else ""
     )

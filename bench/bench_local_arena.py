@@ -7,8 +7,8 @@ Each variant runs in a fresh child process: it builds an onnxruntime session of 
 all-MiniLM-L6-v2 int8 model with 2 intra-op threads, then embeds the document's chunks (from
 `prepare_document`, default settings) the way `LocalEmbedder` does (sorted by token count,
 batched, padded to each batch's longest, mean pooling, L2 norm), in calls of 64 chunks as
-`pipeline/indexing/run.py` slices them. It reports the process's peak RSS (VmHWM), its RSS once
-done, CPU time per chunk, and the largest absolute difference from the first variant's
+`docingest/pipeline/indexing/run.py` slices them. It reports the process's peak RSS (VmHWM), its RSS
+once done, CPU time per chunk, and the largest absolute difference from the first variant's
 vectors. Variants (`VARIANTS`):
 
 - today: the arena on, batches of 16 by count, intra-op threads spinning (onnxruntime's
@@ -18,7 +18,7 @@ vectors. Variants (`VARIANTS`):
   (`memory.enable_memory_arena_shrinkage`), `arena_extend_strategy = kSameAsRequested`,
   intra-op threads not spinning: each one change to today.
 - tokens N: batches also bounded by N padded tokens; "ours" adds no spinning and shrinkage
-  after the last run of each 64-chunk call, as `pipeline/embedders/local.py` does now.
+  after the last run of each 64-chunk call, as `docingest/pipeline/embedders/local.py` does now.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def session(variant: dict[str, Any]) -> ort.InferenceSession:
-    from pipeline.embedders.artifacts import LOCAL_MODEL, read_verified
+    from docingest.pipeline.embedders.artifacts import LOCAL_MODEL, read_verified
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
@@ -85,7 +85,7 @@ def embed_call(
     run: ort.InferenceSession, ids: list[list[int]], variant: dict[str, Any]
 ) -> np.ndarray:
     """One `embed_documents` call on token ids, batched as the variant says."""
-    from pipeline.embedders.local import plan_batches
+    from docingest.pipeline.embedders.local import plan_batches
 
     shrink = ort.RunOptions()
     shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
@@ -126,11 +126,11 @@ def child(variant: dict[str, Any], ids: list[list[int]], out: Path) -> dict[str,
 def token_ids(document: Path, limit: int) -> list[list[int]]:
     from tokenizers import Tokenizer
 
-    from pipeline.chunking import ChunkingSpec
-    from pipeline.chunking.tokens import DEFAULT_TOKENIZER_PATH
-    from pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH
-    from pipeline.prepare import prepare_document
-    from pipeline.settings import Settings
+    from docingest.pipeline.chunking import ChunkingSpec
+    from docingest.pipeline.chunking.tokens import DEFAULT_TOKENIZER_PATH
+    from docingest.pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH
+    from docingest.pipeline.prepare import prepare_document
+    from docingest.pipeline.settings import Settings
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp))

@@ -108,10 +108,10 @@ def short_commit(ref: str) -> str:
 
 def worker(mode: str, paths: list[Path], vectors_out: Path | None) -> dict[str, Any]:
     """Run in a child whose `sys.path` starts with the tree under test."""
-    from pipeline.chunking import ChunkingSpec
-    from pipeline.embedders.local import LocalEmbedder
-    from pipeline.prepare import prepare_document
-    from pipeline.settings import Settings
+    from docingest.pipeline.chunking import ChunkingSpec
+    from docingest.pipeline.embedders.local import LocalEmbedder
+    from docingest.pipeline.prepare import prepare_document
+    from docingest.pipeline.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="docingest-bench-local-") as tmp:
         settings = Settings(data_dir=Path(tmp))
@@ -193,7 +193,7 @@ def follow(client: httpx.Client, pid: int, job_ids: list[str], timeout: float) -
 
 
 def measure_service(version: Version, paths: list[Path], timeout: float) -> dict[str, Any]:
-    from pipeline.settings import Settings
+    from docingest.pipeline.settings import Settings
     from tests.support.docingest_service import ServiceEnv, running_serve
 
     defaults = Settings.model_fields

@@ -33,9 +33,9 @@ sys.path.insert(0, str(REPO))
 
 from _common import find_corpus, machine  # noqa: E402
 
-from pipeline.extract.ocr import OcrMode, OcrOptions, Recogniser  # noqa: E402
-from pipeline.extract.pdf import extract_pdf  # noqa: E402
-from pipeline.metadata import count_words  # noqa: E402
+from docingest.pipeline.extract.ocr import OcrMode, OcrOptions, Recogniser  # noqa: E402
+from docingest.pipeline.extract.pdf import extract_pdf  # noqa: E402
+from docingest.pipeline.metadata import count_words  # noqa: E402
 from tests.support.image_files import (  # noqa: E402
     KNOWN_TEXT,
     pdf_with_pages,

@@ -34,9 +34,9 @@ sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[1] + "/bench")
 import bench_search_latency as bench
 try:
-    from pipeline.search import Reranking
-    from pipeline.rerank import RerankDefaults
-    from pipeline.settings import Settings
+    from docingest.pipeline.search import Reranking
+    from docingest.pipeline.rerank import RerankDefaults
+    from docingest.pipeline.settings import Settings
 except ImportError:  # the previous code has no rerank stage
     Reranking = None
 if Reranking is not None:

@@ -10,7 +10,7 @@ simulate one; this script is for anyone with an endpoint (Cohere, Jina, Voyage, 
 Infinity server, or a chat model with `llm`). It takes the rerank settings from the
 environment like the service, stores SciFact's abstracts (title as the document title, one
 chunk each) in a temporary embedded store, and runs every test query through
-`pipeline.search.search` three times: rerank off, on with `fusion: replace`, and on with
+`docingest.pipeline.search.search` three times: rerank off, on with `fusion: replace`, and on with
 `fusion: rrf`, each with top_k 10 and the same candidates. Keyword mode needs no embedding
 (the dense vectors are random and unused); `--mode hybrid` embeds with the local model (about
 20 minutes for the 5,183 abstracts on 2 CPUs). Prints nDCG@10 and R@10 (BEIR's definitions)
@@ -36,14 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import evaluate, find_corpus, machine
 from bench_retrieval import load_dataset
 
-from pipeline.embedders.base import EmbeddingConfig
-from pipeline.rerank import RerankDefaults, Reranker, RerankSpec, build_reranker
-from pipeline.search import Reranking, SearchTarget, search
-from pipeline.search.request import SearchRequest
-from pipeline.settings import Settings
-from pipeline.sparse import encode_document
-from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore
-from pipeline.store.requests import fields_filter
+from docingest.pipeline.embedders.base import EmbeddingConfig
+from docingest.pipeline.rerank import RerankDefaults, Reranker, RerankSpec, build_reranker
+from docingest.pipeline.search import Reranking, SearchTarget, search
+from docingest.pipeline.search.request import SearchRequest
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.sparse import encode_document
+from docingest.pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore
+from docingest.pipeline.store.requests import fields_filter
 
 INDEX = "scifact"
 DIMENSIONS = 384
@@ -78,7 +78,7 @@ def main() -> None:
     titles = dict(zip(data.doc_ids, data.doc_texts, strict=True))
     queries = list(data.queries.items())[: args.limit_queries]
     if args.mode == "hybrid":
-        from pipeline.embedders.local import LocalEmbedder
+        from docingest.pipeline.embedders.local import LocalEmbedder
 
         embedder: object = LocalEmbedder.load()
     else:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import evaluate, find_corpus, machine
 
-from pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder
+from docingest.pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder
 
 DATASETS = {"scifact": "scifact", "cranfield": "cranfield/beir"}
 TOP_K = 10

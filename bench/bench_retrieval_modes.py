@@ -8,10 +8,11 @@ index (int8 copies, rescored) rather than the exact scan it uses below 10,000 pe
 
 SciFact (BEIR layout, `<corpus>/retrieval/scifact`): every document ("title text") becomes one
 chunk of its own document in a `VectorStore` index (Qdrant in memory by default), embedded with
-the local model (all-MiniLM-L6-v2) and keyword-encoded with `pipeline.sparse.encode_document`;
-every test query goes through `pipeline.search.search` with top_k 10 in each mode. Document
-vectors are cached in /tmp keyed by model, sequence length and the corpus's sha256, so a rerun
-skips the embedding (21 minutes for all 5,183 on 2 shared cores).
+the local model (all-MiniLM-L6-v2) and keyword-encoded with
+`docingest.pipeline.sparse.encode_document`; every test query goes through
+`docingest.pipeline.search.search` with top_k 10 in each mode. Document vectors are cached in /tmp
+keyed by model, sequence length and the corpus's sha256, so a rerun skips the embedding (21 minutes
+for all 5,183 on 2 shared cores).
 
 - nDCG@10 (BEIR / trec_eval): linear gain, log2 discount, ideal DCG from every judged document.
 - R@10: relevant documents in the top 10 / relevant documents of the query.
@@ -19,8 +20,8 @@ skips the embedding (21 minutes for all 5,183 on 2 shared cores).
 Then the diagnosis behind the defaults, on the same candidate lists (`store.query_both`, 50
 per retriever as search fetches for top_k 10) re-fused offline: RRF's rank constant k,
 a weight on one retriever, and the fixed average length of the keyword vectors (SciFact
-abstracts are longer than a default chunk, see `pipeline.sparse`). Results and their reading:
-BENCHMARKS.md, "Retrieval quality by search mode".
+abstracts are longer than a default chunk, see `docingest.pipeline.sparse`). Results and their
+reading: BENCHMARKS.md, "Retrieval quality by search mode".
 """
 
 from __future__ import annotations
@@ -45,20 +46,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import evaluate, find_corpus, machine
 
-from pipeline.embedders.base import EmbeddingConfig, QueryCache
-from pipeline.embedders.local import LocalEmbedder
-from pipeline.search import SearchMode, SearchRequest, resolve_target, search
-from pipeline.search.candidates import candidate_limit
-from pipeline.settings import Settings
-from pipeline.sparse import AVG_LEN, analyze, encode_document, encode_query
-from pipeline.store import (
+from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
+from docingest.pipeline.embedders.local import LocalEmbedder
+from docingest.pipeline.search import SearchMode, SearchRequest, resolve_target, search
+from docingest.pipeline.search.candidates import candidate_limit
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.sparse import AVG_LEN, analyze, encode_document, encode_query
+from docingest.pipeline.store import (
     ChunkRecord,
     DocumentFields,
     IndexConfig,
     ScoredChunk,
     VectorStore,
 )
-from pipeline.store.edge import EdgeEngine
+from docingest.pipeline.store.edge import EdgeEngine
 
 TOP_K = 10
 MODES: tuple[SearchMode, ...] = ("vector", "keyword", "hybrid")
@@ -206,13 +207,14 @@ def fused(lists: Candidates, score: Fusion) -> dict[str, list[str]]:
         keyword_rank = {hit.document_id: rank for rank, hit in enumerate(keyword)}
         docs = list({hit.document_id: None for hit in [*dense, *keyword]})
         scores = {doc: score(dense_rank.get(doc), keyword_rank.get(doc)) for doc in docs}
-        # ties keep first-seen order, dense first, as pipeline.search.candidates.fuse does
+        # ties keep first-seen order, dense first, as docingest.pipeline.search.candidates.fuse does
         rankings[query_id] = sorted(docs, key=lambda doc: -scores[doc])[:TOP_K]
     return rankings
 
 
 def rrf(k: float, dense_weight: float = 1.0) -> Fusion:
-    """RRF as pipeline.search.candidates fuses, with weights dense_weight and 2 - dense_weight."""
+    """RRF as docingest.pipeline.search.candidates fuses, with weights dense_weight and 2 -
+    dense_weight."""
 
     def score(dense: int | None, keyword: int | None) -> float:
         total = 0.0

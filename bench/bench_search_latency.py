@@ -1,4 +1,4 @@
-"""Search latency of `pipeline.search.search` per mode, in qdrant-client local mode.
+"""Search latency of `docingest.pipeline.search.search` per mode, in qdrant-client local mode.
 
 Run: .venv/bin/python bench/bench_search_latency.py [--sizes 10000 100000] [--queries 50]
      [--write]
@@ -38,12 +38,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.embedders.base import EmbeddingConfig, ProgressCallback  # noqa: E402
-from pipeline.search import SearchRequest, resolve_target, search  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
-from pipeline.sparse import encode_document  # noqa: E402
-from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore  # noqa: E402
-from pipeline.store.requests import fields_filter  # noqa: E402
+from docingest.pipeline.embedders.base import EmbeddingConfig, ProgressCallback  # noqa: E402
+from docingest.pipeline.search import SearchRequest, resolve_target, search  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.sparse import encode_document  # noqa: E402
+from docingest.pipeline.store import ChunkRecord, DocumentFields, IndexConfig, VectorStore  # noqa: E402
+from docingest.pipeline.store.requests import fields_filter  # noqa: E402
 
 DIMS = 384
 VOCABULARY = 30_000

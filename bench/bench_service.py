@@ -67,10 +67,10 @@ from _service_tools import (  # noqa: E402
     wait_until_quiet,
 )
 
-from pipeline.chunking import ChunkingSpec  # noqa: E402
-from pipeline.embedders.local import LocalEmbedder  # noqa: E402
-from pipeline.prepare import prepare_document  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.chunking import ChunkingSpec  # noqa: E402
+from docingest.pipeline.embedders.local import LocalEmbedder  # noqa: E402
+from docingest.pipeline.prepare import prepare_document  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
 from tests.support.docingest_service import ServiceEnv, running_serve  # noqa: E402
 from tests.support.redis_db import TEST_REDIS_URL  # noqa: E402
 

@@ -9,8 +9,8 @@ chunks of bench_search_latency.py (random unit 384-d vectors, ~150-word Zipf tex
 vectors, 20 chunks per document, user metadata), through `VectorStore.write_chunks` as
 ingestion does. Measured: write points/s (chunk encoding excluded), optimization (Edge: the
 background runs during writing plus the final run), publish and retire of one 20-chunk
-document, search p50/p95 through `pipeline.search.search` per mode (query embedding excluded),
-peak RSS of this process, disk, and restart time (close, reopen, first search answered).
+document, search p50/p95 through `docingest.pipeline.search.search` per mode (query embedding
+excluded), peak RSS of this process, disk, and restart time (close, reopen, first search answered).
 Edge also: the resident memory split into anonymous (heap) and file-backed (mapped segment
 files, which the kernel can drop and re-read), the segment count, the WAL's size, and the
 dense retriever's recall@10 against an exact search of the same filter (HNSW over int8 copies,
@@ -54,15 +54,15 @@ from bench_search_latency import (  # noqa: E402
 )
 from qdrant_client import QdrantClient  # noqa: E402
 
-from pipeline import metrics  # noqa: E402
-from pipeline.embedders.base import EmbeddingConfig  # noqa: E402
-from pipeline.search import SearchRequest, SearchResponse, resolve_target, search  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
-from pipeline.store import ChunkRecord, IndexConfig, VectorStore  # noqa: E402
-from pipeline.store import edge_convert as convert  # noqa: E402
-from pipeline.store.client import ClientEngine  # noqa: E402
-from pipeline.store.edge import EdgeEngine  # noqa: E402
-from pipeline.store.requests import fields_filter  # noqa: E402
+from docingest.pipeline import metrics  # noqa: E402
+from docingest.pipeline.embedders.base import EmbeddingConfig  # noqa: E402
+from docingest.pipeline.search import SearchRequest, SearchResponse, resolve_target, search  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.store import ChunkRecord, IndexConfig, VectorStore  # noqa: E402
+from docingest.pipeline.store import edge_convert as convert  # noqa: E402
+from docingest.pipeline.store.client import ClientEngine  # noqa: E402
+from docingest.pipeline.store.edge import EdgeEngine  # noqa: E402
+from docingest.pipeline.store.requests import fields_filter  # noqa: E402
 from tests.support.docingest_service import free_port  # noqa: E402
 
 BEGIN = "<!-- bench_store.py: begin -->"

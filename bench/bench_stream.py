@@ -3,8 +3,8 @@ one big document.
 
 For each document (the 2,415-page R reference manual; a 50 MB text, War and Peace repeated,
 made here) and each latency of the fake OpenAI-compatible embedder (1536 dimensions), a fresh
-worker process runs one job through `pipeline.jobs.runner.run_job`, exactly as a Celery task
-does (real Redis, the embedded Edge store in a temporary data directory, the parsing child),
+worker process runs one job through `docingest.pipeline.jobs.runner.run_job`, exactly as a Celery
+task does (real Redis, the embedded Edge store in a temporary data directory, the parsing child),
 with the code of this tree's HEAD and with the baseline's (each a `git archive`; the baseline
 is `--baseline`, default main's merge base). It reports the worker's peak RSS (`ru_maxrss`:
 the worker alone, not the parsing child) and its growth over the pre-job peak, wall and CPU
@@ -103,12 +103,12 @@ def drive(document: Path, base_url: str, work: Path) -> None:
     import time
     import uuid
 
-    import pipeline
-    from pipeline import metrics
-    from pipeline.ingest.runner import run_job
-    from pipeline.jobs.state import JobSpec
-    from pipeline.services import Services
-    from pipeline.settings import Settings
+    from docingest import pipeline
+    from docingest.pipeline import metrics
+    from docingest.pipeline.ingest.runner import run_job
+    from docingest.pipeline.jobs.state import JobSpec
+    from docingest.pipeline.services import Services
+    from docingest.pipeline.settings import Settings
 
     prefix = f"bench-stream-{uuid.uuid4().hex[:8]}:"
     values: dict[str, Any] = {
@@ -167,7 +167,7 @@ def drive(document: Path, base_url: str, work: Path) -> None:
         services.redis.delete(key)
     services.close()
     report = {
-        "code": str(Path(pipeline.__file__).parent.parent),
+        "code": str(Path(pipeline.__file__).parents[2]),
         "outcome": outcome,
         "chunks": result.get("chunks"),
         "wall": wall,

@@ -43,10 +43,10 @@ sys.path.insert(0, str(REPO))
 from _common import find_corpus, machine  # noqa: E402
 from _service_tools import code_version, settle, tree_cpu_seconds, upload  # noqa: E402
 
-from pipeline.chunking import ChunkingSpec  # noqa: E402
-from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder  # noqa: E402
-from pipeline.prepare import prepare_document  # noqa: E402
-from pipeline.settings import Settings  # noqa: E402
+from docingest.pipeline.chunking import ChunkingSpec  # noqa: E402
+from docingest.pipeline.embedders.openai_compat import OpenAICompatibleEmbedder  # noqa: E402
+from docingest.pipeline.prepare import prepare_document  # noqa: E402
+from docingest.pipeline.settings import Settings  # noqa: E402
 from tests.support.docingest_service import running_serve  # noqa: E402
 from tests.support.embedding_server import FakeEmbeddingServer  # noqa: E402
 from tests.support.load import EMBEDDING_MODEL, production_env  # noqa: E402

@@ -7,32 +7,65 @@
         print(hit.score, hit.document_id, hit.headings, hit.best_text)
 
 `verify_signature` checks a webhook delivery (`docingest.webhooks`, standard library only).
-Importing this package loads the SDK only (httpx and pydantic), never the service.
+Importing this package loads nothing until a name is used (PEP 562): `docingest.Client` loads
+the SDK (httpx and pydantic), never the service, and the service's own modules
+(`docingest.pipeline`, `docingest.api`, `docingest.workers`) never load the SDK.
 """
 
-from docingest._async_client import AsyncClient
-from docingest._client import Client
-from docingest._core import RetryPolicy
-from docingest.errors import (
-    Conflict,
-    ConnectionProblem,
-    DocingestError,
-    DocumentNotFound,
-    Forbidden,
-    IndexNotFound,
-    InvalidRequest,
-    JobFailed,
-    JobNotFound,
-    NotFound,
-    PayloadTooLarge,
-    RateLimited,
-    ServerError,
-    Unauthorized,
-    Unavailable,
-    UnsupportedFormat,
-    WaitTimeout,
-)
-from docingest.webhooks import InvalidSignature, verify_signature
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from docingest._async_client import AsyncClient
+    from docingest._client import Client
+    from docingest._core import RetryPolicy
+    from docingest.errors import (
+        Conflict,
+        ConnectionProblem,
+        DocingestError,
+        DocumentNotFound,
+        Forbidden,
+        IndexNotFound,
+        InvalidRequest,
+        JobFailed,
+        JobNotFound,
+        NotFound,
+        PayloadTooLarge,
+        RateLimited,
+        ServerError,
+        Unauthorized,
+        Unavailable,
+        UnsupportedFormat,
+        WaitTimeout,
+    )
+    from docingest.webhooks import InvalidSignature, verify_signature
+
+_EXPORTS = {  # name → the module that defines it (a test keeps it equal to __all__)
+    "AsyncClient": "docingest._async_client",
+    "Client": "docingest._client",
+    "Conflict": "docingest.errors",
+    "ConnectionProblem": "docingest.errors",
+    "DocingestError": "docingest.errors",
+    "DocumentNotFound": "docingest.errors",
+    "Forbidden": "docingest.errors",
+    "IndexNotFound": "docingest.errors",
+    "InvalidRequest": "docingest.errors",
+    "InvalidSignature": "docingest.webhooks",
+    "JobFailed": "docingest.errors",
+    "JobNotFound": "docingest.errors",
+    "NotFound": "docingest.errors",
+    "PayloadTooLarge": "docingest.errors",
+    "RateLimited": "docingest.errors",
+    "RetryPolicy": "docingest._core",
+    "ServerError": "docingest.errors",
+    "Unauthorized": "docingest.errors",
+    "Unavailable": "docingest.errors",
+    "UnsupportedFormat": "docingest.errors",
+    "WaitTimeout": "docingest.errors",
+    "verify_signature": "docingest.webhooks",
+}
 
 __all__ = [
     "AsyncClient",
@@ -58,3 +91,16 @@ __all__ = [
     "WaitTimeout",
     "verify_signature",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'docingest' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -13,9 +13,9 @@ from docingest.commands import add_client_commands, connection_options
 from docingest.eval_command import add_eval_command
 from docingest.folder_sync import add_sync_command
 from docingest.mcp_command import add_mcp_command
+from docingest.pipeline.log import configure_logging
+from docingest.pipeline.settings import ChunkUnit, Settings, get_settings
 from docingest.transfer import add_transfer_commands
-from pipeline.log import configure_logging
-from pipeline.settings import ChunkUnit, Settings, get_settings
 
 
 def _inspect(args: argparse.Namespace, settings: Settings) -> int:

@@ -24,7 +24,7 @@ from docingest.batch import Item
 from docingest.models import Job, SearchResponse, SearchResult
 
 if TYPE_CHECKING:
-    from pipeline.settings import Settings
+    from docingest.pipeline.settings import Settings
 
 PLAIN_WIDTH = 200
 """Line width when output is not a terminal (rich would otherwise wrap at 80)."""

@@ -21,7 +21,7 @@ from docingest import Client, DocingestError, beir, evaluate
 from docingest.commands import client_for, connection_options, console, show
 
 if TYPE_CHECKING:
-    from pipeline.settings import Settings
+    from docingest.pipeline.settings import Settings
 
 
 def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -24,11 +24,12 @@ from docingest.batch import Item
 from docingest.models import Document
 
 if TYPE_CHECKING:
-    from pipeline.settings import Settings
+    from docingest.pipeline.settings import Settings
 
 SYNC_KEY = "docingest_sync"
 """The metadata key that marks a document as a sync's own: its value is the sync's source.
-User metadata keys start with a letter (pipeline/metadata.py), so no `_sync`; README, "Sync"."""
+User metadata keys start with a letter (docingest/pipeline/metadata.py), so no `_sync`; README,
+"Sync"."""
 HASH_CHUNK = 1 << 20
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.errors import IngestError
-from pipeline.prepare import PreparedDocument, prepare_document
-from pipeline.settings import ChunkUnit, Settings
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.errors import IngestError
+from docingest.pipeline.prepare import PreparedDocument, prepare_document
+from docingest.pipeline.settings import ChunkUnit, Settings
 
 PREVIEW_WORDS = 12
 EXTRA_CHARS = 120

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipeline.settings import Settings
+    from docingest.pipeline.settings import Settings
 
 
 def add_mcp_command(commands: Any) -> None:

@@ -21,7 +21,7 @@ from docingest import Client, DocingestError, batch
 from docingest._core import API_KEY_ENV, DEFAULT_BASE_URL
 from docingest.batch import Item
 from docingest.commands import console, print_results
-from pipeline.settings import ApiKey
+from docingest.pipeline.settings import ApiKey
 
 SAMPLE_QUERY = "How is a WebSocket connection closed?"
 """Answered by the closing handshake sections of examples/rfc6455-websocket.txt."""

@@ -19,23 +19,23 @@ import uvicorn
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
-from api.app import create_app
-from api.errors import JsonErrorProtocol
 from docingest._core import DEFAULT_BASE_URL
+from docingest.api.app import create_app
+from docingest.api.errors import JsonErrorProtocol
+from docingest.pipeline.embedders.artifacts import verify_bundled_files
+from docingest.pipeline.errors import IngestError
+from docingest.pipeline.isolation.parent import start_fork_servers
+from docingest.pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
+from docingest.pipeline.log import configure_logging
+from docingest.pipeline.services import Services
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.webhooks.dispatcher import Dispatcher
 from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis, redact_url
-from pipeline.embedders.artifacts import verify_bundled_files
-from pipeline.errors import IngestError
-from pipeline.isolation.parent import start_fork_servers
-from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
-from pipeline.log import configure_logging
-from pipeline.services import Services
-from pipeline.settings import Settings
-from pipeline.webhooks.dispatcher import Dispatcher
-from workers import context
-from workers import metrics as worker_metrics
-from workers.app import create_celery_app
-from workers.embedded import EmbeddedWorker
-from workers.ticker import HousekeepingTicker
+from docingest.workers import context
+from docingest.workers import metrics as worker_metrics
+from docingest.workers.app import create_celery_app
+from docingest.workers.embedded import EmbeddedWorker
+from docingest.workers.ticker import HousekeepingTicker
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -204,7 +204,7 @@ def ocr_unavailable(settings: Settings) -> str | None:
     Tesseract finds out only when a scan fails."""
     if settings.ocr == "off":
         return "DOCINGEST_OCR=off."
-    from pipeline.extract.ocr import OcrOptions, tessdata_dir
+    from docingest.pipeline.extract.ocr import OcrOptions, tessdata_dir
 
     try:
         import tesserocr  # noqa: F401
@@ -281,7 +281,7 @@ def run_worker(
     With the embedded store the worker owns its directory, so it is one process: a thread pool
     (default) or prefork with one child (the child owns the store; a crash costs the child, not
     the worker). With a Qdrant server it defaults to prefork. With `metrics_port` set, the
-    main process serves the metrics of every pool process there (`workers/metrics.py`).
+    main process serves the metrics of every pool process there (`docingest/workers/metrics.py`).
     """
     configure_logging(loglevel, log_format=settings.log_format)
     try:

@@ -17,8 +17,8 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline.errors import IngestError
-from pipeline.settings import Settings
+from docingest.pipeline.errors import IngestError
+from docingest.pipeline.settings import Settings
 
 
 def add_transfer_commands(commands: Any) -> None:
@@ -42,8 +42,8 @@ def add_transfer_commands(commands: Any) -> None:
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.store import VectorStore
-    from pipeline.store.transfer import export_index
+    from docingest.pipeline.store import VectorStore
+    from docingest.pipeline.store.transfer import export_index
 
     try:
         with VectorStore.open(settings) as store:
@@ -60,8 +60,8 @@ def _export(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _import(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.store import VectorStore
-    from pipeline.store.transfer import import_index
+    from docingest.pipeline.store import VectorStore
+    from docingest.pipeline.store.transfer import import_index
 
     try:
         with contextlib.ExitStack() as stack:

@@ -1,5 +1,6 @@
-"""The tree as ARCHITECTURE.md draws it: a small root in `pipeline/`, a package per stage that
-says in one line what it holds, short modules, no import cycles between packages."""
+"""The tree as ARCHITECTURE.md draws it: one top-level package, a small root in
+`docingest/pipeline/`, a package per stage that says in one line what it holds, short modules,
+no import cycles between packages."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ import pytest
 
 from tests.support.paths import REPO_DIR
 
-PIPELINE = REPO_DIR / "pipeline"
-SOURCE_PACKAGES = ("api", "workers", "docingest", "pipeline")
+PACKAGE = REPO_DIR / "docingest"
+PIPELINE = PACKAGE / "pipeline"
+SERVICE_PACKAGES = ("api", "workers", "pipeline")
 MAX_ROOT_MODULES = 14
 MAX_MODULE_LINES = 450
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def _subpackages() -> list[Path]:
-    """Every directory under `pipeline/` that holds Python modules (a data directory aside)."""
+    """Every directory under `docingest/pipeline/` that holds Python modules (not data)."""
     return sorted(
         path
         for path in PIPELINE.rglob("*")
@@ -38,7 +40,7 @@ SUBPACKAGE_IDS = [path.relative_to(PIPELINE).as_posix() for path in SUBPACKAGES]
 
 def test_the_root_of_pipeline_holds_only_what_every_stage_shares() -> None:
     root = sorted(path.name for path in PIPELINE.glob("*.py"))
-    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules in pipeline/: {root}"
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules in docingest/pipeline/: {root}"
 
 
 @pytest.mark.parametrize("package", SUBPACKAGES, ids=SUBPACKAGE_IDS)
@@ -58,8 +60,7 @@ def test_each_package_says_in_one_line_what_it_holds(package: Path) -> None:
 def test_no_module_is_over_450_lines() -> None:
     long = {
         path.relative_to(REPO_DIR).as_posix(): count
-        for package in SOURCE_PACKAGES
-        for path in sorted((REPO_DIR / package).rglob("*.py"))
+        for path in sorted(PACKAGE.rglob("*.py"))
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}, f"modules over {MAX_MODULE_LINES} lines: split them by concept"
@@ -68,8 +69,8 @@ def test_no_module_is_over_450_lines() -> None:
 @pytest.mark.parametrize("package", SUBPACKAGES, ids=SUBPACKAGE_IDS)
 def test_architecture_md_names_every_package(package: Path) -> None:
     text = (REPO_DIR / "ARCHITECTURE.md").read_text(encoding="utf-8")
-    name = f"pipeline/{package.relative_to(PIPELINE).as_posix()}/"
-    # The package itself, not only a module of it: "pipeline/jobs/", not "pipeline/jobs/job.py".
+    name = f"docingest/pipeline/{package.relative_to(PIPELINE).as_posix()}/"
+    # The package itself, not only a module of it: ".../jobs/", not ".../jobs/job.py".
     assert re.search(re.escape(name) + r"(?![\w.])", text), f"ARCHITECTURE.md never names {name}"
 
 
@@ -84,12 +85,11 @@ def _contract_name(contract_id: str) -> str:
 
 def _copy_tree(destination: Path) -> Path:
     destination.mkdir()
-    for package in SOURCE_PACKAGES:
-        shutil.copytree(
-            REPO_DIR / package,
-            destination / package,
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
+    shutil.copytree(
+        PACKAGE,
+        destination / PACKAGE.name,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     shutil.copy(REPO_DIR / "pyproject.toml", destination / "pyproject.toml")
     return destination
 
@@ -120,17 +120,56 @@ def test_the_import_contracts_hold(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "planted"),
     [
-        ("pipeline/store/models.py", "pipeline.services"),  # the store above the services
-        ("pipeline/jobs/state.py", "pipeline.ingest.runner"),  # job state above the runner
+        # the store above the services
+        ("docingest/pipeline/store/models.py", "docingest.pipeline.services"),
+        # job state above the runner
+        ("docingest/pipeline/jobs/state.py", "docingest.pipeline.ingest.runner"),
     ],
 )
 def test_a_planted_cycle_breaks_the_pipeline_layers(
     tmp_path: Path, module: str, planted: str
 ) -> None:
-    tree = _copy_tree(tmp_path / "tree")
-    with (tree / module).open("a", encoding="utf-8") as source:
-        source.write(f"\nimport {planted}  # planted by tests/test_architecture.py\n")
-    status, output = _lint_imports(tree)
+    status, output = _lint_imports(_plant(tmp_path, module, planted))
     assert status != 0, output
     assert f"{_contract_name('pipeline-layers')} BROKEN" in output
     assert planted in output
+
+
+@pytest.mark.parametrize(
+    ("module", "planted", "contract"),
+    [
+        ("docingest/pipeline/services.py", "docingest.commands", "service-imports-no-client"),
+        ("docingest/workers/tasks.py", "docingest._client", "service-imports-no-client"),
+        ("docingest/pipeline/keys.py", "docingest.workers.app", "layers"),
+        ("docingest/_client.py", "docingest.pipeline.settings", "sdk-stays-light"),
+    ],
+)
+def test_a_planted_import_breaks_the_contract_that_forbids_it(
+    tmp_path: Path, module: str, planted: str, contract: str
+) -> None:
+    status, output = _lint_imports(_plant(tmp_path, module, planted))
+    assert status != 0, output
+    assert f"{_contract_name(contract)} BROKEN" in output
+
+
+def test_the_service_is_forbidden_every_client_module() -> None:
+    """`service-imports-no-client` lists the package's other modules by name (import-linter has
+    no "all but"), so a new client module must join the list."""
+    config = tomllib.loads((REPO_DIR / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    contract = next(c for c in contracts if c["id"] == "service-imports-no-client")
+    children = {
+        path.stem if path.suffix == ".py" else path.name
+        for path in PACKAGE.iterdir()
+        if (path.suffix == ".py" or (path / "__init__.py").is_file()) and path.stem != "__init__"
+    }
+    listed = {name.removeprefix("docingest.") for name in contract["forbidden_modules"]}
+    assert listed == children - set(SERVICE_PACKAGES)
+
+
+def _plant(tmp_path: Path, module: str, planted: str) -> Path:
+    """A copy of the tree in which `module` imports `planted`."""
+    tree = _copy_tree(tmp_path / "tree")
+    with (tree / module).open("a", encoding="utf-8") as source:
+        source.write(f"\nimport {planted}  # planted by tests/test_architecture.py\n")
+    return tree

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from pipeline.settings import Settings
+from docingest.pipeline.settings import Settings
 from tests.support.paths import REPO_DIR
 
 README = REPO_DIR / "README.md"

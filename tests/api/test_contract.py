@@ -11,8 +11,8 @@ import httpx
 import pytest
 from redis import Redis
 
-from pipeline.document import DocumentFormat
-from pipeline.settings import Settings
+from docingest.pipeline.document import DocumentFormat
+from docingest.pipeline.settings import Settings
 from tests.support.api_app import (
     API_DOC,
     PENDING,

@@ -14,14 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.services import Services
+from docingest.pipeline.services import Services
+from docingest.workers.app import create_celery_app
 from tests.pipeline.store.test_store import ENGINES
 from tests.pipeline.test_documents import INDEX, ingest
 from tests.support.api_app import api_client, is_contract_error
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
 from tests.support.settings import service_settings
-from workers.app import create_celery_app
 
 DOCS = f"/v1/indexes/{INDEX}/documents"
 

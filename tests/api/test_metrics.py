@@ -9,16 +9,16 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.keys import TERMINAL_STATUSES
-from pipeline.services import Services
+from docingest.pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.services import Services
+from docingest.workers import context
+from docingest.workers.app import create_celery_app
+from docingest.workers.embedded import EmbeddedWorker
 from tests.support.api_app import api_client, upload
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
 from tests.support.settings import service_settings
 from tests.support.waiting import wait_until
-from workers import context
-from workers.app import create_celery_app
-from workers.embedded import EmbeddedWorker
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 DOC = "\n\n".join(

@@ -12,7 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.services import Services
+from docingest.pipeline.services import Services
+from docingest.workers import context
+from docingest.workers.app import create_celery_app
+from docingest.workers.embedded import EmbeddedWorker
 from tests.api.test_metrics import scrape, value
 from tests.api.test_usage import ingest
 from tests.support.api_app import api_client
@@ -20,9 +23,6 @@ from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
 from tests.support.rerank_server import FakeRerankServer, fake_score
 from tests.support.settings import service_settings
-from workers import context
-from workers.app import create_celery_app
-from workers.embedded import EmbeddedWorker
 
 INDEX = "manuals"
 QUERY = "how do I rotate the signing keys"

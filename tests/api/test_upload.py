@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from api.upload import display_filename, receive_upload
-from pipeline.errors import IngestError, UploadTooLarge
+from docingest.api.upload import display_filename, receive_upload
+from docingest.pipeline.errors import IngestError, UploadTooLarge
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.uvicorn_server import serve_app
 

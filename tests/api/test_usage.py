@@ -13,18 +13,18 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.embedders.endpoint_check import PROBE_TEXT
-from pipeline.keys import TERMINAL_STATUSES
-from pipeline.services import Services
+from docingest.pipeline.embedders.endpoint_check import PROBE_TEXT
+from docingest.pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.services import Services
+from docingest.workers import context
+from docingest.workers.app import create_celery_app
+from docingest.workers.embedded import EmbeddedWorker
 from tests.api.test_metrics import scrape, value
 from tests.support.api_app import api_client, upload
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
 from tests.support.settings import FAKE_MODEL, service_settings
 from tests.support.waiting import wait_until
-from workers import context
-from workers.app import create_celery_app
-from workers.embedded import EmbeddedWorker
 
 PRICE = 0.02  # per million tokens
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import docingest
+from docingest.pipeline.webhooks.signing import signature
 from docingest.webhooks import DEFAULT_TOLERANCE_SECONDS, InvalidSignature, verify_signature
-from pipeline.webhooks.signing import signature
 
 RECORDED = Path(__file__).with_name("recorded_delivery.json")
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from docingest.cli import build_parser
-from pipeline.settings import Settings
+from docingest.pipeline.settings import Settings
 from tests.support.compose import (
     COMPOSE_FILE,
     DEPLOY_DIR,

@@ -29,7 +29,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.embedders.artifacts import CL100K_RANKS, LOCAL_MODEL, BundledFile
+from docingest.pipeline.embedders.artifacts import CL100K_RANKS, LOCAL_MODEL, BundledFile
 from tests.support.compose import DEPLOY_DIR, clean_environ, load_compose, service_environment
 from tests.support.docingest_service import (
     DOCINGEST,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import httpx
 
+from docingest.workers.metrics import remove_stale_files
 from tests.support.compose import clean_environ
 from tests.support.docingest_service import DOCINGEST, free_port
 from tests.support.redis_db import TEST_REDIS_URL, purge_keys
-from workers.metrics import remove_stale_files
 
 
 def test_stale_metric_files_of_other_processes_are_removed(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ index exists, and the stored text left as the chunk alone."""
 
 from __future__ import annotations
 
-from pipeline.settings import Settings
+from docingest.pipeline.settings import Settings
 from tests.support.http_client import ApiClient, assert_error
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.keys import TERMINAL_STATUSES
 from tests.support.http_client import JOB_TIMEOUT, ApiClient, Json, assert_error
 from tests.support.paths import CORPUS_DIR, EXAMPLES_DIR
 

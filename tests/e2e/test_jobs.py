@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from pipeline.detect import detect
-from pipeline.errors import UnsupportedFormat
+from docingest.pipeline.detect import detect
+from docingest.pipeline.errors import UnsupportedFormat
 from tests.support.http_client import ApiClient, assert_error, poll_until
 from tests.support.paths import CORPUS_DIR, EXAMPLES_DIR
 

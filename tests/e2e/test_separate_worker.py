@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from pipeline.settings import Settings
-from pipeline.store import VectorStore
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.store import VectorStore
 from tests.support.docingest_service import Process, ServiceEnv, start, wait_until_up
 from tests.support.http_client import ApiClient, assert_error, poll_until
 from tests.support.paths import CORPUS_DIR, EXAMPLES_DIR

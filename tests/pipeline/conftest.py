@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.services import Services
+from docingest.pipeline.services import Services
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
 from tests.support.services import services_factory

@@ -1,6 +1,6 @@
 """Metadata PATCH and delete by filter on the real store (both engines) and the test Redis:
 all chunks at once and never a mix for a search, the store lock and the uploads in flight,
-and each deleted document handled as a single delete (`pipeline.documents`)."""
+and each deleted document handled as a single delete (`docingest.pipeline.documents`)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.documents import decode_cursor, delete_matching, encode_cursor, patch_metadata
-from pipeline.errors import (
+from docingest.pipeline.documents import (
+    decode_cursor,
+    delete_matching,
+    encode_cursor,
+    patch_metadata,
+)
+from docingest.pipeline.errors import (
     DocumentBusy,
     DocumentIngesting,
     DocumentNotFound,
     InvalidCursor,
     InvalidMetadata,
 )
-from pipeline.search import SearchRequest
-from pipeline.services import Services
-from pipeline.store import SearchFilter
+from docingest.pipeline.search import SearchRequest
+from docingest.pipeline.services import Services
+from docingest.pipeline.store import SearchFilter
 from tests.pipeline.store.test_store import ENGINES, records
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.jobs import job_spec
@@ -72,7 +77,7 @@ def ingest(services: Services, document_id: str, chunks: int, **metadata: Any) -
 
 def chunk_metadata(services: Services, document_id: str) -> list[dict[str, Any]]:
     """The metadata on every stored point of the document (any version, any state)."""
-    from pipeline.store.requests import fields_filter
+    from docingest.pipeline.store.requests import fields_filter
 
     found = []
     selector = fields_filter(document_id=document_id)
@@ -207,10 +212,10 @@ def test_patch_during_a_reingest_answers_409_and_a_failed_one_does_not_block(
 def test_patch_waits_for_the_store_lock_and_says_busy_past_its_wait(
     services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pipeline.documents
+    import docingest.pipeline.documents
 
     ingest(services, "report", 3, team="a")
-    monkeypatch.setattr(pipeline.documents, "PATCH_LOCK_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(docingest.pipeline.documents, "PATCH_LOCK_WAIT_SECONDS", 0.2)
     with services.fence.lock(INDEX, "report"), pytest.raises(DocumentBusy):
         patch_metadata(services, INDEX, "report", {"team": "b"})
     assert services.store.get_document(INDEX, "report").metadata == {"team": "a"}

@@ -1,4 +1,4 @@
-"""The public API in `pipeline/__init__.py`: lazy, complete, and the README's example runs."""
+"""The public API of `docingest.pipeline`: lazy, complete, and the README's example runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pipeline
+from docingest import pipeline
 from tests.support.paths import REPO_DIR
 from tests.support.redis_db import TEST_REDIS_URL, purge_keys, unique_prefix
 
@@ -42,7 +42,10 @@ def clean_environment() -> dict[str, str]:
 
 def test_importing_pipeline_loads_no_client_or_runtime() -> None:
     heavy = ("qdrant_client", "onnxruntime", "openai", "redis", "celery", "fastapi")
-    code = f"import sys, pipeline; print([m for m in {heavy!r} if m in sys.modules])"
+    code = (
+        "import sys; from docingest import pipeline; "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
     assert run_python(code, env=clean_environment(), timeout=60).strip() == "[]"
 
 

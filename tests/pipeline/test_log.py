@@ -8,8 +8,8 @@ import logging
 import sys
 import threading
 
-from pipeline import log as log_context
-from pipeline.log import JobContextFilter, JsonFormatter
+from docingest.pipeline import log as log_context
+from docingest.pipeline.log import JobContextFilter, JsonFormatter
 
 
 def record(message: str = "hello %s", *args: object) -> logging.LogRecord:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.document import Block, DocumentFormat, ExtractedDocument
-from pipeline.errors import InvalidMetadata
-from pipeline.metadata import (
+from docingest.pipeline.document import Block, DocumentFormat, ExtractedDocument
+from docingest.pipeline.errors import InvalidMetadata
+from docingest.pipeline.metadata import (
     RESERVED_KEYS,
     USER_DESCRIPTIVE_KEYS,
     TextTally,

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.errors import DocumentTooLarge, IngestError
-from pipeline.prepare import Header, PreparedStream, Preparer, prepare_document
-from pipeline.settings import ChunkUnit, Settings
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.errors import DocumentTooLarge, IngestError
+from docingest.pipeline.prepare import Header, PreparedStream, Preparer, prepare_document
+from docingest.pipeline.settings import ChunkUnit, Settings
 from tests.support.paths import CORPUS_DIR
 
 FORMAT_BY_FOLDER = {
@@ -119,7 +119,7 @@ def assert_streamed_alike(data: bytes, filename: str, settings: Settings) -> Non
 
 
 def test_token_chunking_stays_within_the_model_budget(settings: Settings) -> None:
-    from pipeline.chunking.tokens import length_function_for
+    from docingest.pipeline.chunking.tokens import length_function_for
 
     path = CORPUS_DIR / "txt" / "rfc6455-websocket.txt"
     config = ChunkingSpec(chunk_size=256, chunk_overlap=32, unit=ChunkUnit.TOKENS)

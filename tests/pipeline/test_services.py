@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import DocumentNotFound, Superseded
-from pipeline.indexing import IndexHooks
-from pipeline.ingest.file import IngestHooks, IngestRequest, ingest_file
-from pipeline.services import Services
+from docingest.pipeline.errors import DocumentNotFound, Superseded
+from docingest.pipeline.indexing import IndexHooks
+from docingest.pipeline.ingest.file import IngestHooks, IngestRequest, ingest_file
+from docingest.pipeline.services import Services
 
 INDEX = "notes"
 DOC = "notes.txt"

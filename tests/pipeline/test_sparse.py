@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from pipeline import sparse
-from pipeline.sparse import (
+from docingest.pipeline import sparse
+from docingest.pipeline.sparse import (
     AVG_LEN,
     K1,
     STOP_WORDS,
@@ -38,7 +38,7 @@ def fillers(count: int) -> list[str]:
 def test_term_index_is_the_same_in_another_process() -> None:
     words = ["running", "ERR_TLS_CERT_ALTNAME_INVALID", "東京", "ünïcödé"]
     script = (
-        "import json, sys; from pipeline.sparse import term_index, encode_document; "
+        "import json, sys; from docingest.pipeline.sparse import term_index, encode_document; "
         "words = json.loads(sys.argv[1]); "
         "indices = [term_index(w) for w in words]; "
         "print(json.dumps([indices, encode_document(' '.join(words)).indices]))"

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.keys import TERMINAL_STATUSES
 from tests.support import bounded_files
 from tests.support.docingest_service import Process, ServiceEnv, running_serve
 from tests.support.hostile_service import PeakRss

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.ingest.runner import RetryJob, run_job
-from pipeline.keys import INGEST_QUEUE
-from pipeline.search import SearchRequest, resolve_target, search
-from pipeline.services import Services
-from pipeline.settings import Settings
-from pipeline.store.engine import open_engine
-from pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
+from docingest.pipeline.ingest.runner import RetryJob, run_job
+from docingest.pipeline.keys import INGEST_QUEUE
+from docingest.pipeline.search import SearchRequest, resolve_target, search
+from docingest.pipeline.services import Services
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.store.engine import open_engine
+from docingest.pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
+from docingest.workers.app import INGEST_TASK, create_celery_app
 from tests.support.crash import (
     Deployment,
     FailingWrites,
@@ -47,7 +48,6 @@ from tests.support.paths import EXAMPLES_DIR
 from tests.support.redis_db import TEST_REDIS_URL, private_redis, purge_keys, unique_prefix
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
 from tests.support.waiting import wait_until
-from workers.app import INGEST_TASK, create_celery_app
 
 README = EXAMPLES_DIR / "docling-README.md"
 RFC = EXAMPLES_DIR / "rfc6455-websocket.txt"

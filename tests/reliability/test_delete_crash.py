@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import DocumentNotFound
-from pipeline.ingest.sweep import sweep
-from pipeline.outbox import Subscription
-from pipeline.services import Services
-from pipeline.settings import Settings
+from docingest.pipeline.errors import DocumentNotFound
+from docingest.pipeline.ingest.sweep import sweep
+from docingest.pipeline.outbox import Subscription
+from docingest.pipeline.services import Services
+from docingest.pipeline.settings import Settings
 from tests.pipeline.store.test_store import CONFIG, records
 from tests.support.paths import REPO_DIR
 from tests.support.redis_db import private_redis, unique_prefix
@@ -35,7 +35,7 @@ INDEX, DOCUMENT = "docs", "report.txt"
 CHILD = """
 import json, os, signal, sys
 from pathlib import Path
-from pipeline.services import Services
+from docingest.pipeline.services import Services
 from tests.support.settings import service_settings
 
 args = json.loads(sys.argv[1])

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.prepare import prepare_document
-from pipeline.settings import Settings
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.settings import Settings
 from tests.support.hostile_service import Deployment, assert_still_serving, deployed
 from tests.support.http_client import Json, assert_error
 from tests.support.paths import CORPUS_DIR

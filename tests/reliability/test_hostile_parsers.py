@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.detect import detect
-from pipeline.document import DocumentFormat
-from pipeline.errors import CorruptDocument, DocumentTooLarge
-from pipeline.isolation.parent import Limits
-from pipeline.prepare import prepare_document
-from pipeline.settings import Settings
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import DocumentFormat
+from docingest.pipeline.errors import CorruptDocument, DocumentTooLarge
+from docingest.pipeline.isolation.parent import Limits
+from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.settings import Settings
 from tests.support import hostile_files as hostile
 from tests.support.image_files import KNOWN_TEXT
 from tests.support.prepared import prepare_isolated

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.errors import RerankFailed
-from pipeline.rerank import Reranker, build_reranker
-from pipeline.services import Services
-from pipeline.settings import Settings
+from docingest.pipeline.errors import RerankFailed
+from docingest.pipeline.rerank import Reranker, build_reranker
+from docingest.pipeline.services import Services
+from docingest.pipeline.settings import Settings
 from tests.support.api_app import api_client
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis

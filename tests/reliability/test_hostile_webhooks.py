@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipeline.keys import Keys
-from pipeline.outbox import Outbox, Subscription
-from pipeline.webhooks.connections import Connections, key_for
-from pipeline.webhooks.dispatcher import Dispatcher
-from pipeline.webhooks.sender import attempt
-from pipeline.webhooks.urls import check_url
+from docingest.pipeline.keys import Keys
+from docingest.pipeline.outbox import Outbox, Subscription
+from docingest.pipeline.webhooks.connections import Connections, key_for
+from docingest.pipeline.webhooks.dispatcher import Dispatcher
+from docingest.pipeline.webhooks.sender import attempt
+from docingest.pipeline.webhooks.urls import check_url
 from tests.support.api_app import api_client, is_contract_error, upload
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis, private_redis, unique_prefix

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipeline.settings import Settings
+from docingest.pipeline.settings import Settings
 from tests.support.load import plan_uploads, run_load, serving, source_files
 from tests.support.load_checks import check_api, check_store
 

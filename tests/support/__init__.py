@@ -1,7 +1,7 @@
 """Helpers shared by the tests (and the benchmarks that reuse them), one module a job.
 
 - `paths`: where the corpus, the examples and the repository are.
-- `waiting`: `wait_until`, the one polling loop (terminal statuses: `pipeline.keys`).
+- `waiting`: `wait_until`, the one polling loop (terminal statuses: `docingest.pipeline.keys`).
 - `redis_db`: the test Redis (DB 15), a unique key prefix per test and its clean-up.
 - `settings`: `Settings` of an in-process test deployment.
 - `jobs`: job specs and waiting on job state.

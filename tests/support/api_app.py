@@ -1,4 +1,5 @@
-"""Run the real app (`api.app.create_app`) under uvicorn against a private test deployment."""
+"""Run the real app (`docingest.api.app.create_app`) under uvicorn against a private test
+deployment."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from api.app import create_app
-from pipeline.settings import Settings
+from docingest.api.app import create_app
+from docingest.pipeline.settings import Settings
 from tests.support.paths import CORPUS_DIR
 from tests.support.uvicorn_server import serve_app
 

@@ -18,13 +18,13 @@ from typing import Any
 
 from redis import Redis
 
+from docingest.pipeline.errors import DependencyUnavailable
+from docingest.pipeline.keys import TERMINAL_STATUSES, Keys
+from docingest.pipeline.services import Services
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.store import ChunkRecord, VectorStore
+from docingest.pipeline.store.engine import Engine
 from docingest.redis_server import ensure_redis
-from pipeline.errors import DependencyUnavailable
-from pipeline.keys import TERMINAL_STATUSES, Keys
-from pipeline.services import Services
-from pipeline.settings import Settings
-from pipeline.store import ChunkRecord, VectorStore
-from pipeline.store.engine import Engine
 from tests.support.docingest_service import Process, ServiceEnv, free_port, start, wait_until_up
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.http_client import ApiClient, Json

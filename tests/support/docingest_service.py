@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.keys import TERMINAL_STATUSES
 from tests.support.redis_db import TEST_REDIS_URL, purge_keys
 from tests.support.waiting import wait_until
 

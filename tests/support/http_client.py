@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.keys import TERMINAL_STATUSES
 from tests.support.docingest_service import wait_for_job
 from tests.support.waiting import wait_until
 

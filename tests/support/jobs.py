@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Collection
 from typing import Any
 
-from pipeline.jobs.state import Job, JobSpec, JobStore
-from pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.jobs.state import Job, JobSpec, JobStore
+from docingest.pipeline.keys import TERMINAL_STATUSES
 from tests.support.waiting import wait_until
 
 

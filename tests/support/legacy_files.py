@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from pipeline.extract.office.instance import available
+from docingest.pipeline.extract.office.instance import available
 from tests.support.paths import CORPUS_DIR
 
 SOFFICE = "/usr/lib/libreoffice/program/soffice"

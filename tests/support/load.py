@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from pipeline.keys import TERMINAL_STATUSES
-from pipeline.settings import Settings
+from docingest.pipeline.keys import TERMINAL_STATUSES
+from docingest.pipeline.settings import Settings
 from tests.support.docingest_service import ServiceEnv, running_serve
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.paths import EXAMPLES_DIR

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import httpx
 
-from pipeline.settings import Settings
-from pipeline.store import VectorStore
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.store import VectorStore
 from tests.support.load import Json, LoadRun, Upload
 
 EXPECTED_FAILURES = {"superseded"}

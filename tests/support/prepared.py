@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.chunking import Chunk, ChunkingSpec
-from pipeline.document import PageReporter
-from pipeline.isolation.parent import Limits, open_prepared
-from pipeline.metadata import CONTENT_KEYS
-from pipeline.prepare import (
+from docingest.pipeline.chunking import Chunk, ChunkingSpec
+from docingest.pipeline.document import PageReporter
+from docingest.pipeline.isolation.parent import Limits, open_prepared
+from docingest.pipeline.metadata import CONTENT_KEYS
+from docingest.pipeline.prepare import (
     CHUNK_BATCH,
     Chunks,
     Header,
@@ -23,7 +23,7 @@ from pipeline.prepare import (
     StageReporter,
     Summary,
 )
-from pipeline.settings import Settings
+from docingest.pipeline.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,8 +88,8 @@ def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of `pid` and of every live descendant, each with the children it reaped.
 
     `cpu_seconds(pid)` alone misses the parsing: uploads are parsed in grandchildren forked
-    by fork servers (`pipeline.isolation`) that outlive them, so their time lands in a fork
-    server's reaped-children count (cutime, cstime), which reaches serve's only when that
+    by fork servers (`docingest.pipeline.isolation`) that outlive them, so their time lands in a
+    fork server's reaped-children count (cutime, cstime), which reaches serve's only when that
     fork server exits and is reaped. A process that exits between two readings is counted
     once: in its own reading before, in its reaper's after.
     """

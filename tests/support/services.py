@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pipeline.services import Services
+from docingest.pipeline.services import Services
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.settings import service_settings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.settings import Settings
+from docingest.pipeline.settings import Settings
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TEST_REDIS_URL
 

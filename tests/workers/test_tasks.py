@@ -13,19 +13,19 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from pipeline.ingest.sweep import InBroker
-from pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE, JobStatus
-from pipeline.services import Services
+from docingest.pipeline.ingest.sweep import InBroker
+from docingest.pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE, JobStatus
+from docingest.pipeline.services import Services
+from docingest.workers import context
+from docingest.workers.app import HOUSEKEEPING_TASK, INGEST_TASK, create_celery_app
+from docingest.workers.broker import job_ids_in_broker
+from docingest.workers.embedded import EmbeddedWorker
+from docingest.workers.ticker import HousekeepingTicker
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.jobs import job_spec, wait_for_status
 from tests.support.redis_db import private_redis, unique_prefix
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
 from tests.support.waiting import wait_until
-from workers import context
-from workers.app import HOUSEKEEPING_TASK, INGEST_TASK, create_celery_app
-from workers.broker import job_ids_in_broker
-from workers.embedded import EmbeddedWorker
-from workers.ticker import HousekeepingTicker
 
 INDEX = "worker-notes"
 HEARTBEAT_TIMEOUT = 1.0

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from pipeline.chunking import Chunk, chunk_document, chunk_text, iter_chunks
-from pipeline.chunking.tokens import LengthFunction, TokenCounter, char_length
-from pipeline.document import Block, BlockKind, join_blocks
+from docingest.pipeline.chunking import Chunk, chunk_document, chunk_text, iter_chunks
+from docingest.pipeline.chunking.tokens import LengthFunction, TokenCounter, char_length
+from docingest.pipeline.document import Block, BlockKind, join_blocks
 
 CJK_ENDS = "。！？」』”’）)]»\"'"  # CJK sentence punctuation and the closers that may follow it
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.chunking.sentences import first_sentence_start, sentence_cuts
+from docingest.pipeline.chunking.sentences import first_sentence_start, sentence_cuts
 
 
 def _pieces(text: str, lo: int = 0, hi: int | None = None) -> list[str]:

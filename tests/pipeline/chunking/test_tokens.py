@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from pipeline.chunking.tokens import (
+from docingest.pipeline.chunking.tokens import (
     DEFAULT_TOKENIZER_PATH,
     TokenCounter,
     char_length,
     length_function_for,
 )
-from pipeline.settings import ChunkUnit
+from docingest.pipeline.settings import ChunkUnit
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.detect import detect, extension_note
-from pipeline.document import DocumentFormat
-from pipeline.errors import CorruptDocument, EmptyDocument, EncryptedDocument, UnsupportedFormat
+from docingest.pipeline.detect import detect, extension_note
+from docingest.pipeline.document import DocumentFormat
+from docingest.pipeline.errors import (
+    CorruptDocument,
+    EmptyDocument,
+    EncryptedDocument,
+    UnsupportedFormat,
+)
 from tests.support import ole2_files
 from tests.support.paths import CORPUS_DIR
 

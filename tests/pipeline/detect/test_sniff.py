@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.detect.sniff import csv_dialect, looks_like_email
+from docingest.pipeline.detect.sniff import csv_dialect, looks_like_email
 
 
 @pytest.mark.parametrize(

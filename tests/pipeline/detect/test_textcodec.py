@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from pipeline.detect.textcodec import control_ratio, decode_text
+from docingest.pipeline.detect.textcodec import control_ratio, decode_text
 
 POLISH = "Zażółć gęślą jaźń. Łódź jest dużym miastem w Polsce, które leży w centrum kraju. "
 GERMAN = "Die Größe der Straße überrascht Jürgen. Schöne Grüße aus München und Köln. "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.embedders.artifacts import (
+from docingest.pipeline.embedders.artifacts import (
     BUNDLED_FILES,
     CL100K_RANKS,
     LOCAL_MODEL,
@@ -19,10 +19,10 @@ from pipeline.embedders.artifacts import (
     read_verified,
     verify_bundled_files,
 )
-from pipeline.errors import EmbeddingFailed
+from docingest.pipeline.errors import EmbeddingFailed
 
 REPO = Path(__file__).resolve().parents[3]
-WORDPIECE_TOKENIZER = REPO / "pipeline" / "resources" / "minilm-l6-v2-tokenizer.json"
+WORDPIECE_TOKENIZER = REPO / "docingest" / "pipeline" / "resources" / "minilm-l6-v2-tokenizer.json"
 WORDPIECE_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 """The committed copy of all-MiniLM-L6-v2's tokenizer (SUPPLY-CHAIN.md): a change is deliberate."""
 
@@ -88,9 +88,9 @@ def test_no_code_from_the_data_packages_runs() -> None:
     script = textwrap.dedent(
         """
         import sys
-        from pipeline.embedders.artifacts import verify_bundled_files
-        from pipeline.embedders.batching import token_counter
-        from pipeline.embedders.local import LocalEmbedder
+        from docingest.pipeline.embedders.artifacts import verify_bundled_files
+        from docingest.pipeline.embedders.batching import token_counter
+        from docingest.pipeline.embedders.local import LocalEmbedder
 
         verify_bundled_files()
         assert token_counter("text-embedding-3-small").count("hello world") == 2

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from tenacity import RetryCallState, RetryError, Retrying
 
-from pipeline.embedders.backoff import (
+from docingest.pipeline.embedders.backoff import (
     BadReply,
     HintedFullJitter,
     MalformedReply,

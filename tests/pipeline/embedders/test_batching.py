@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from pipeline.embedders.batching import (
+from docingest.pipeline.embedders.batching import (
     KNOWN_MODELS,
     Batch,
     TokenCounter,

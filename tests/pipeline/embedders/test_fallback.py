@@ -14,12 +14,12 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
-from pipeline.embedders.endpoint_check import PROBE_TEXT
-from pipeline.embedders.endpoints import CircuitBreaker, primary_api_key
-from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
-from pipeline.embedders.usage import JobUsage, metering
-from pipeline.errors import EmbeddingUnavailable
-from pipeline.settings import Settings
+from docingest.pipeline.embedders.endpoint_check import PROBE_TEXT
+from docingest.pipeline.embedders.endpoints import CircuitBreaker, primary_api_key
+from docingest.pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
+from docingest.pipeline.embedders.usage import JobUsage, metering
+from docingest.pipeline.errors import EmbeddingUnavailable
+from docingest.pipeline.settings import Settings
 from tests.support.embedding_server import FakeEmbeddingServer, RecordedRequest, fake_vector
 from tests.support.waiting import wait_until
 
@@ -99,7 +99,7 @@ def test_a_primary_that_goes_down_is_replaced_by_the_fallback(
     before = metric("docingest_embedding_failovers", "primary")
     texts = texts_of(40)
     with closing(embedder_of(settings_for(primary, fallback))) as embedder, metering() as meter:
-        caplog.set_level(logging.INFO, logger="pipeline.embedders")
+        caplog.set_level(logging.INFO, logger="docingest.pipeline.embedders")
         vectors = embedder.embed_documents(texts)
         breaker = embedder.endpoints[0].breaker
     np.testing.assert_allclose(vectors, expected(texts), atol=1e-6)
@@ -288,7 +288,7 @@ def test_the_breaker_opens_after_its_threshold_and_lets_one_probe_through() -> N
 
 def test_without_the_providers_count_tokens_are_counted_as_openai_does() -> None:
     """A reply without `usage` (some servers send none): tokens are cl100k_base's count."""
-    from pipeline.embedders.batching import token_counter
+    from docingest.pipeline.embedders.batching import token_counter
 
     texts = texts_of(5)
     with FakeEmbeddingServer(report_usage=False) as server:

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.chunking.tokens import TokenCounter
-from pipeline.embedders.artifacts import LOCAL_MODEL
-from pipeline.embedders.base import COUNTERS, EmbeddingConfig
-from pipeline.embedders.local import LocalEmbedder, plan_batches
-from pipeline.embedders.registry import build_embedder
-from pipeline.errors import EmbeddingFailed
-from pipeline.settings import Settings
+from docingest.pipeline.chunking.tokens import TokenCounter
+from docingest.pipeline.embedders.artifacts import LOCAL_MODEL
+from docingest.pipeline.embedders.base import COUNTERS, EmbeddingConfig
+from docingest.pipeline.embedders.local import LocalEmbedder, plan_batches
+from docingest.pipeline.embedders.registry import build_embedder
+from docingest.pipeline.errors import EmbeddingFailed
+from docingest.pipeline.settings import Settings
 from tests.support.paths import REPO_DIR
 
 REPO = REPO_DIR
@@ -254,7 +254,7 @@ def test_embeds_without_any_network() -> None:
             pass
         else:
             sys.exit("the network is reachable: the test proves nothing")
-        from pipeline.embedders.local import LocalEmbedder, plan_batches
+        from docingest.pipeline.embedders.local import LocalEmbedder, plan_batches
         vector = LocalEmbedder.load().embed_query("offline embedding")
         assert vector.shape == (384,), vector.shape
         assert "huggingface_hub" not in sys.modules

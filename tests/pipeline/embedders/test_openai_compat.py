@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from redis import Redis
 
-from pipeline.embedders.base import COUNTERS
-from pipeline.embedders.batching import token_counter
-from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder, credential_scope
-from pipeline.errors import EmbeddingFailed, EmbeddingUnavailable, ProviderRateLimited
-from pipeline.settings import Settings
+from docingest.pipeline.embedders.base import COUNTERS
+from docingest.pipeline.embedders.batching import token_counter
+from docingest.pipeline.embedders.endpoints import credential_scope
+from docingest.pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
+from docingest.pipeline.errors import EmbeddingFailed, EmbeddingUnavailable, ProviderRateLimited
+from docingest.pipeline.settings import Settings
 from tests.support.embedding_server import FakeEmbeddingServer, RecordedRequest, fake_vector
 from tests.support.redis_db import TestRedis
 from tests.support.settings import FAKE_DIMENSIONS

@@ -16,8 +16,8 @@ import redis.exceptions
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from pipeline.embedders.ratelimit import NoRateLimit, RedisRateLimiter, build_rate_limiter
-from pipeline.errors import DependencyUnavailable, ProviderRateLimited
+from docingest.pipeline.embedders.ratelimit import NoRateLimit, RedisRateLimiter, build_rate_limiter
+from docingest.pipeline.errors import DependencyUnavailable, ProviderRateLimited
 from tests.support.paths import REPO_DIR
 from tests.support.redis_db import TEST_REDIS_URL, TestRedis
 
@@ -193,7 +193,7 @@ def test_unreachable_redis_is_a_dependency_error() -> None:
 HAMMER = """
 import json, sys, time
 import redis
-from pipeline.embedders.ratelimit import RedisRateLimiter
+from docingest.pipeline.embedders.ratelimit import RedisRateLimiter
 
 url, prefix, max_requests, max_tokens, window, tokens, pause = sys.argv[1:]
 client = redis.Redis.from_url(url)

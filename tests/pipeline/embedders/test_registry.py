@@ -12,11 +12,16 @@ import numpy as np
 import pytest
 from redis import Redis
 
-from pipeline.embedders.base import Embedder, EmbeddingConfig, ProgressCallback, unit_normalise
-from pipeline.embedders.registry import PROVIDERS, build_embedder, register_provider
-from pipeline.errors import UnknownProvider
-from pipeline.facade import open_pipeline
-from pipeline.settings import Settings
+from docingest.pipeline.embedders.base import (
+    Embedder,
+    EmbeddingConfig,
+    ProgressCallback,
+    unit_normalise,
+)
+from docingest.pipeline.embedders.registry import PROVIDERS, build_embedder, register_provider
+from docingest.pipeline.errors import UnknownProvider
+from docingest.pipeline.facade import open_pipeline
+from docingest.pipeline.settings import Settings
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.redis_db import purge_keys, unique_prefix
 from tests.support.settings import service_settings

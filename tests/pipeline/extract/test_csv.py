@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.detect import detect
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
-from pipeline.errors import DocumentTooLarge
-from pipeline.extract.csv import extract_csv
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
+from docingest.pipeline.errors import DocumentTooLarge
+from docingest.pipeline.extract.csv import extract_csv
 
 STANLEY_ROWS = (
     "Team: Blues; Location: STL; Stanley Cups: 1\n"

@@ -17,16 +17,16 @@ import pytest
 from docx.oxml.parser import parse_xml
 from lxml import etree
 
-from pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
-from pipeline.errors import (
+from docingest.pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
+from docingest.pipeline.errors import (
     CorruptDocument,
     DocumentTooLarge,
     EncryptedDocument,
     IngestError,
     UnsupportedFormat,
 )
-from pipeline.extract.docx import extract_docx
-from pipeline.settings import Settings
+from docingest.pipeline.extract.docx import extract_docx
+from docingest.pipeline.settings import Settings
 from tests.support.docx_files import IMAGE_RELS, build_docx, document_xml
 
 LIMITS = {

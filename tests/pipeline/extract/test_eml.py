@@ -15,11 +15,11 @@ from typing import Any
 import openpyxl
 import pytest
 
-from pipeline.detect import detect
-from pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
-from pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument
-from pipeline.extract import extract
-from pipeline.settings import Settings
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
+from docingest.pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument
+from docingest.pipeline.extract import extract
+from docingest.pipeline.settings import Settings
 from tests.support.bounded_files import many_part_email
 
 

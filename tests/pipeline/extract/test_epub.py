@@ -10,13 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.chunking import chunk_document
-from pipeline.detect import detect
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument, join_blocks
-from pipeline.errors import CorruptDocument, EncryptedDocument
-from pipeline.extract import zip_limits
-from pipeline.extract.epub import extract_epub
-from pipeline.settings import Settings
+from docingest.pipeline.chunking import chunk_document
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import (
+    Block,
+    BlockKind,
+    DocumentFormat,
+    ExtractedDocument,
+    join_blocks,
+)
+from docingest.pipeline.errors import CorruptDocument, EncryptedDocument
+from docingest.pipeline.extract import zip_limits
+from docingest.pipeline.extract.epub import extract_epub
+from docingest.pipeline.settings import Settings
 
 LIMITS = zip_limits(Settings())
 CONTAINER = (

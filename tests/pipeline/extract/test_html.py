@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument, join_blocks
-from pipeline.errors import UnsupportedFormat
-from pipeline.extract.html import extract_html
+from docingest.pipeline.document import (
+    Block,
+    BlockKind,
+    DocumentFormat,
+    ExtractedDocument,
+    join_blocks,
+)
+from docingest.pipeline.errors import UnsupportedFormat
+from docingest.pipeline.extract.html import extract_html
 from tests.support.paths import CORPUS_DIR
 
 HTML_FILES = sorted(path.name for path in (CORPUS_DIR / "html").iterdir())

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.detect import detect
-from pipeline.document import BlockKind, ExtractedDocument
-from pipeline.errors import CorruptDocument, EncryptedDocument, ExtractionTimeout
-from pipeline.extract import extract
-from pipeline.extract.office import instance
-from pipeline.extract.office.instance import Office
-from pipeline.settings import Settings
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import BlockKind, ExtractedDocument
+from docingest.pipeline.errors import CorruptDocument, EncryptedDocument, ExtractionTimeout
+from docingest.pipeline.extract import extract
+from docingest.pipeline.extract.office import instance
+from docingest.pipeline.extract.office.instance import Office
+from docingest.pipeline.settings import Settings
 from tests.support import legacy_files, ole2_files
 
 SETTINGS = Settings(isolate_extraction=False)

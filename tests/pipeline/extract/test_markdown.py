@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.detect import detect
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
-from pipeline.extract.markdown import extract_markdown
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
+from docingest.pipeline.extract.markdown import extract_markdown
 from tests.support.paths import CORPUS_DIR
 
 MARKDOWN_FILES = sorted(path.name for path in (CORPUS_DIR / "markdown").iterdir())

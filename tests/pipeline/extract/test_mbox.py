@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.detect import detect
-from pipeline.document import BlockKind, DocumentFormat, ExtractedDocument
-from pipeline.errors import DocumentTooLarge
-from pipeline.extract import extract
-from pipeline.isolation.child import MAP_MBOX_BYTES
-from pipeline.settings import Settings
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import BlockKind, DocumentFormat, ExtractedDocument
+from docingest.pipeline.errors import DocumentTooLarge
+from docingest.pipeline.extract import extract
+from docingest.pipeline.isolation.child import MAP_MBOX_BYTES
+from docingest.pipeline.settings import Settings
 from tests.support.paths import CORPUS_DIR, REPO_DIR
 
 SETTINGS = Settings(isolate_extraction=False)
@@ -83,10 +83,10 @@ def test_a_million_empty_messages_are_refused_by_the_default_limit() -> None:
 _PEAK = """
 import json, mmap, resource, sys
 from pathlib import Path
-from pipeline.chunking import ChunkingSpec
-from pipeline.isolation.child import _read_upload
-from pipeline.prepare import Preparer
-from pipeline.settings import Settings
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.isolation.child import _read_upload
+from docingest.pipeline.prepare import Preparer
+from docingest.pipeline.settings import Settings
 settings = Settings(isolate_extraction=False, max_chunks_per_document=1_000_000)
 preparer = Preparer.start(_read_upload(Path(sys.argv[1])), filename="a.mbox", settings=settings,
                           chunking=ChunkingSpec.from_settings(settings))

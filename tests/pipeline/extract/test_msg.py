@@ -6,12 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pipeline.detect import detect
-from pipeline.document import BlockKind, DocumentFormat, ExtractedDocument
-from pipeline.errors import CorruptDocument
-from pipeline.extract import extract
-from pipeline.extract.lzfu import decompress_rtf
-from pipeline.settings import Settings
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import BlockKind, DocumentFormat, ExtractedDocument
+from docingest.pipeline.errors import CorruptDocument
+from docingest.pipeline.extract import extract
+from docingest.pipeline.extract.lzfu import decompress_rtf
+from docingest.pipeline.settings import Settings
 from tests.support import ole2_files
 from tests.support.paths import CORPUS_DIR
 

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.detect import detect
-from pipeline.document import DocumentFormat, ExtractedDocument
-from pipeline.errors import DocumentTooLarge, ExtractionTimeout, NoTextFound
-from pipeline.extract import extract
-from pipeline.extract.ocr import OcrMode, OcrOptions
-from pipeline.extract.pdf import extract_pdf
-from pipeline.isolation.parent import Limits
-from pipeline.prepare import prepare_document
-from pipeline.settings import Settings
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import DocumentFormat, ExtractedDocument
+from docingest.pipeline.errors import DocumentTooLarge, ExtractionTimeout, NoTextFound
+from docingest.pipeline.extract import extract
+from docingest.pipeline.extract.ocr import OcrMode, OcrOptions
+from docingest.pipeline.extract.pdf import extract_pdf
+from docingest.pipeline.isolation.parent import Limits
+from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.settings import Settings
 from tests.support.image_files import KNOWN_TEXT, encoded, pdf_with_pages, text_image, word_accuracy
 from tests.support.prepared import prepare_isolated
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.detect import detect
-from pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
-from pipeline.errors import CorruptDocument
-from pipeline.extract import zip_limits
-from pipeline.extract.odt import extract_odt
-from pipeline.settings import Settings
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import Block, BlockKind, DocumentFormat, ExtractedDocument
+from docingest.pipeline.errors import CorruptDocument
+from docingest.pipeline.extract import zip_limits
+from docingest.pipeline.extract.odt import extract_odt
+from docingest.pipeline.settings import Settings
 
 LIMITS = zip_limits(Settings())
 NAMESPACES = (

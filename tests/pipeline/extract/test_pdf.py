@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.document import BlockKind, ExtractedDocument
-from pipeline.errors import (
+from docingest.pipeline.document import BlockKind, ExtractedDocument
+from docingest.pipeline.errors import (
     CorruptDocument,
     DocumentTooLarge,
     EmptyDocument,
     EncryptedDocument,
     NoTextFound,
 )
-from pipeline.extract.pdf import extract_pdf
+from docingest.pipeline.extract.pdf import extract_pdf
 from tests.support.pdf_files import build_pdf, stream
 
 Extract = Callable[[str], ExtractedDocument]

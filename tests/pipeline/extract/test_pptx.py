@@ -10,13 +10,13 @@ import pytest
 from pptx import Presentation
 from pptx.util import Inches
 
-from pipeline.detect import detect
-from pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
-from pipeline.errors import CorruptDocument, DocumentTooLarge
-from pipeline.extract import extract as extract_any
-from pipeline.extract import zip_limits
-from pipeline.extract.pptx import extract_pptx
-from pipeline.settings import Settings
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import Block, BlockKind, ExtractedDocument, join_blocks
+from docingest.pipeline.errors import CorruptDocument, DocumentTooLarge
+from docingest.pipeline.extract import extract as extract_any
+from docingest.pipeline.extract import zip_limits
+from docingest.pipeline.extract.pptx import extract_pptx
+from docingest.pipeline.settings import Settings
 
 LIMITS = zip_limits(Settings())
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.detect import detect
-from pipeline.document import BlockKind, DocumentFormat
-from pipeline.extract.text import extract_text, split_paragraphs
+from docingest.pipeline.detect import detect
+from docingest.pipeline.document import BlockKind, DocumentFormat
+from docingest.pipeline.extract.text import extract_text, split_paragraphs
 from tests.support.paths import CORPUS_DIR
 
 TEXT_FILES = sorted(path.name for path in (CORPUS_DIR / "txt").iterdir() if path.stat().st_size)

@@ -12,12 +12,12 @@ from pathlib import Path
 import openpyxl
 import pytest
 
-from pipeline.document import BlockKind, ExtractedDocument, join_blocks
-from pipeline.errors import CorruptDocument, DocumentTooLarge
-from pipeline.extract import zip_limits
-from pipeline.extract.records import column_letter
-from pipeline.extract.xlsx import extract_xlsx
-from pipeline.settings import Settings
+from docingest.pipeline.document import BlockKind, ExtractedDocument, join_blocks
+from docingest.pipeline.errors import CorruptDocument, DocumentTooLarge
+from docingest.pipeline.extract import zip_limits
+from docingest.pipeline.extract.records import column_letter
+from docingest.pipeline.extract.xlsx import extract_xlsx
+from docingest.pipeline.settings import Settings
 
 LIMITS = zip_limits(Settings())
 MAX_CHARS = 1_000_000

@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
-from pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument
-from pipeline.extract.zip_container import MAX_PATH_DEPTH, SafeZip, ZipLimits
+from docingest.pipeline.errors import CorruptDocument, DocumentTooLarge, EncryptedDocument
+from docingest.pipeline.extract.zip_container import MAX_PATH_DEPTH, SafeZip, ZipLimits
 
 LIMITS = ZipLimits(max_uncompressed_bytes=64 * 2**20, max_compression_ratio=200.0)
 

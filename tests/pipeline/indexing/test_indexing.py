@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.embedders.base import COUNTERS, EmbeddingConfig
-from pipeline.embedders.local import LocalEmbedder
-from pipeline.errors import Cancelled, Superseded
-from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
-from pipeline.indexing.request import STEPS
-from pipeline.ingest.file import window_chunks
-from pipeline.prepare import PreparedDocument, prepare_document
-from pipeline.search import SearchMode, SearchRequest, resolve_target, search
-from pipeline.settings import ChunkUnit, Settings
-from pipeline.store import IndexConfig, VectorStore
-from pipeline.store.fencing import DocumentFence
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.embedders.base import COUNTERS, EmbeddingConfig
+from docingest.pipeline.embedders.local import LocalEmbedder
+from docingest.pipeline.errors import Cancelled, Superseded
+from docingest.pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document
+from docingest.pipeline.indexing.request import STEPS
+from docingest.pipeline.ingest.file import window_chunks
+from docingest.pipeline.prepare import PreparedDocument, prepare_document
+from docingest.pipeline.search import SearchMode, SearchRequest, resolve_target, search
+from docingest.pipeline.settings import ChunkUnit, Settings
+from docingest.pipeline.store import IndexConfig, VectorStore
+from docingest.pipeline.store.fencing import DocumentFence
 from tests.support.prepared import stream_of
 from tests.support.redis_db import TestRedis
 

@@ -11,17 +11,23 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.chunking import Chunk, ChunkingSpec
-from pipeline.embedders.base import COUNTERS, EmbeddingConfig
-from pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
-from pipeline.errors import Cancelled, DocumentTooLarge, Superseded
-from pipeline.indexing import IndexHooks, IndexRequest, IndexResult, index_document, window_vectors
-from pipeline.isolation.parent import Limits
-from pipeline.prepare import CHUNK_BATCH, prepare_document
-from pipeline.settings import ChunkUnit, Settings
-from pipeline.store import IndexConfig, VectorStore
-from pipeline.store.fencing import DocumentFence
-from pipeline.store.requests import fields_filter
+from docingest.pipeline.chunking import Chunk, ChunkingSpec
+from docingest.pipeline.embedders.base import COUNTERS, EmbeddingConfig
+from docingest.pipeline.embedders.openai_compat import OpenAICompatibleEmbedder
+from docingest.pipeline.errors import Cancelled, DocumentTooLarge, Superseded
+from docingest.pipeline.indexing import (
+    IndexHooks,
+    IndexRequest,
+    IndexResult,
+    index_document,
+    window_vectors,
+)
+from docingest.pipeline.isolation.parent import Limits
+from docingest.pipeline.prepare import CHUNK_BATCH, prepare_document
+from docingest.pipeline.settings import ChunkUnit, Settings
+from docingest.pipeline.store import IndexConfig, VectorStore
+from docingest.pipeline.store.fencing import DocumentFence
+from docingest.pipeline.store.requests import fields_filter
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.paths import CORPUS_DIR
 from tests.support.prepared import open_isolated, prepare_isolated

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.chunking import Chunk, ChunkingSpec
-from pipeline.embedders.base import EmbeddingConfig, ProgressCallback
-from pipeline.indexing.chunk_vectors import document_title, text_hash
-from pipeline.indexing.window_vectors import REPEAT_CACHE_BYTES, Window, WindowVectors
-from pipeline.settings import ChunkUnit
-from pipeline.sparse import encode_query
-from pipeline.store import IndexConfig
+from docingest.pipeline.chunking import Chunk, ChunkingSpec
+from docingest.pipeline.embedders.base import EmbeddingConfig, ProgressCallback
+from docingest.pipeline.indexing.chunk_vectors import document_title, text_hash
+from docingest.pipeline.indexing.window_vectors import REPEAT_CACHE_BYTES, Window, WindowVectors
+from docingest.pipeline.settings import ChunkUnit
+from docingest.pipeline.sparse import encode_query
+from docingest.pipeline.store import IndexConfig
 
 DIMENSIONS = 16
 

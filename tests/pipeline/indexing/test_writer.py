@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.indexing.writer import BackgroundWriter, HeldCount, windows
+from docingest.pipeline.indexing.writer import BackgroundWriter, HeldCount, windows
 
 
 class WriteFailed(Exception):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.embedders.endpoint_check import PROBE_TEXT
-from pipeline.ingest.runner import RetryJob, run_job
-from pipeline.keys import JobStatus
-from pipeline.services import Services
+from docingest.pipeline.embedders.endpoint_check import PROBE_TEXT
+from docingest.pipeline.ingest.runner import RetryJob, run_job
+from docingest.pipeline.keys import JobStatus
+from docingest.pipeline.services import Services
 from tests.pipeline.ingest.test_runner import DOC, INDEX, field_notes, stage
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis

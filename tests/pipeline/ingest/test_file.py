@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from pipeline.errors import Cancelled
-from pipeline.indexing import IndexHooks
-from pipeline.ingest.file import IngestHooks, IngestRequest, ingest_file, window_chunks
-from pipeline.keys import JobStage
-from pipeline.services import Services
+from docingest.pipeline.errors import Cancelled
+from docingest.pipeline.indexing import IndexHooks
+from docingest.pipeline.ingest.file import IngestHooks, IngestRequest, ingest_file, window_chunks
+from docingest.pipeline.keys import JobStage
+from docingest.pipeline.services import Services
 
 INDEX = "notes"
 DOC = "notes.txt"

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.embedders.openai_compat import build_client, credential_scope
-from pipeline.ingest.runner import RetryJob, run_job
-from pipeline.jobs.state import Job, JobStore
-from pipeline.keys import JobStage, JobStatus
-from pipeline.prepare import prepare_document
-from pipeline.services import Services
+from docingest.pipeline.embedders.endpoints import build_client, credential_scope
+from docingest.pipeline.ingest.runner import RetryJob, run_job
+from docingest.pipeline.jobs.state import Job, JobStore
+from docingest.pipeline.keys import JobStage, JobStatus
+from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.services import Services
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.jobs import job_spec
 from tests.support.redis_db import TestRedis

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.ingest.sweep import STAGED_GRACE_SECONDS, sweep
-from pipeline.keys import JobStatus
-from pipeline.services import Services
+from docingest.pipeline.ingest.sweep import STAGED_GRACE_SECONDS, sweep
+from docingest.pipeline.keys import JobStatus
+from docingest.pipeline.services import Services
 from tests.support.jobs import job_spec
 from tests.support.redis_db import private_redis, unique_prefix
 from tests.support.settings import service_settings

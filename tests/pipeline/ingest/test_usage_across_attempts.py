@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.ingest.runner import RetryJob, run_job
-from pipeline.keys import JobStatus
+from docingest.pipeline.ingest.runner import RetryJob, run_job
+from docingest.pipeline.keys import JobStatus
 from tests.pipeline.ingest.test_runner import INDEX, chunk_count, field_notes, stage
 from tests.pipeline.ingest.test_runner import make_services as make_services  # the fixture
 from tests.support.embedding_server import FakeEmbeddingServer

@@ -11,16 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.errors import Cancelled, DocumentTooLarge, ExtractionTimeout, UnsupportedFormat
-from pipeline.isolation.parent import (
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.errors import (
+    Cancelled,
+    DocumentTooLarge,
+    ExtractionTimeout,
+    UnsupportedFormat,
+)
+from docingest.pipeline.isolation.parent import (
     MIN_CPU_SECONDS,
     Limits,
     child_environment,
     start_fork_servers,
 )
-from pipeline.prepare import prepare_document
-from pipeline.settings import Settings
+from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.settings import Settings
 from tests.support.bounded_files import text_pages_tiff
 from tests.support.paths import EXAMPLES_DIR, REPO_DIR
 from tests.support.prepared import prepare_isolated
@@ -129,10 +134,10 @@ def test_the_parsing_processes_get_no_secrets() -> None:
 WARM_CHECK = """
 import gc, json, sys
 from pathlib import Path
-from pipeline.isolation import child
-from pipeline.chunking import ChunkingSpec
-from pipeline.prepare import prepare_document
-from pipeline.settings import Settings
+from docingest.pipeline.isolation import child
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.settings import Settings
 
 child._warm_up()
 frozen, before = gc.get_freeze_count(), set(sys.modules)
@@ -178,7 +183,7 @@ def _fork_servers() -> set[int]:
             command = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if parent == os.getpid() and b"pipeline.isolation.child" in command:
+        if parent == os.getpid() and b"docingest.pipeline.isolation.child" in command:
             found.add(int(entry.name))
     return found
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from pipeline.errors import JobNotFound, JobStateConflict
-from pipeline.jobs.state import (
+from docingest.pipeline.errors import JobNotFound, JobStateConflict
+from docingest.pipeline.jobs.state import (
     OVERLAP_SPAN,
     STAGE_SPANS,
     JobStore,
@@ -15,7 +15,7 @@ from pipeline.jobs.state import (
     overlap_fraction,
     stage_progress,
 )
-from pipeline.keys import JobStage, JobStatus, Keys
+from docingest.pipeline.keys import JobStage, JobStatus, Keys
 from tests.support.jobs import job_spec
 from tests.support.redis_db import TestRedis
 

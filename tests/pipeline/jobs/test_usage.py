@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.embedders.usage import EndpointUsage, JobUsage
-from pipeline.jobs.state import JobStore
-from pipeline.jobs.usage import IndexUsage, UsageLedger
-from pipeline.keys import JobStatus, Keys
+from docingest.pipeline.embedders.usage import EndpointUsage, JobUsage
+from docingest.pipeline.jobs.state import JobStore
+from docingest.pipeline.jobs.usage import IndexUsage, UsageLedger
+from docingest.pipeline.keys import JobStatus, Keys
 from tests.support.jobs import job_spec
 from tests.support.redis_db import TestRedis
 

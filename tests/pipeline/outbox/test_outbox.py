@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from pipeline.jobs.state import JobStore
-from pipeline.keys import Keys
-from pipeline.outbox import Outbox, Subscription
+from docingest.pipeline.jobs.state import JobStore
+from docingest.pipeline.keys import Keys
+from docingest.pipeline.outbox import Outbox, Subscription
 from tests.support.jobs import job_spec
 from tests.support.redis_db import TestRedis
 from tests.support.waiting import wait_until

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import InvalidRerank, RerankFailed
-from pipeline.rerank import Reranker, build_reranker
-from pipeline.rerank.llm import LlmReranker
-from pipeline.settings import Settings
+from docingest.pipeline.errors import InvalidRerank, RerankFailed
+from docingest.pipeline.rerank import Reranker, build_reranker
+from docingest.pipeline.rerank.llm import LlmReranker
+from docingest.pipeline.settings import Settings
 from tests.support.rerank_server import FakeRerankServer, fake_order, fake_score
 
 QUERY = "which certificate errors break TLS handshakes"

@@ -9,18 +9,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.embedders.base import EmbeddingConfig
-from pipeline.embedders.local import LocalEmbedder
-from pipeline.errors import CursorExpired, DocumentNotFound, InvalidCursor
-from pipeline.indexing.chunk_vectors import chunk_records, text_hash
-from pipeline.prepare import PreparedDocument, prepare_document
-from pipeline.search import SearchRequest, SearchTarget, search
-from pipeline.search.request import Result
-from pipeline.settings import Settings
-from pipeline.sparse import encode_document
-from pipeline.store import DocumentFields, IndexConfig, VectorStore
-from pipeline.store.chunk_pages import document_chunks, encode_cursor
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.embedders.base import EmbeddingConfig
+from docingest.pipeline.embedders.local import LocalEmbedder
+from docingest.pipeline.errors import CursorExpired, DocumentNotFound, InvalidCursor
+from docingest.pipeline.indexing.chunk_vectors import chunk_records, text_hash
+from docingest.pipeline.prepare import PreparedDocument, prepare_document
+from docingest.pipeline.search import SearchRequest, SearchTarget, search
+from docingest.pipeline.search.request import Result
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.sparse import encode_document
+from docingest.pipeline.store import DocumentFields, IndexConfig, VectorStore
+from docingest.pipeline.store.chunk_pages import document_chunks, encode_cursor
 from tests.support.paths import CORPUS_DIR
 
 INDEX = "answers"

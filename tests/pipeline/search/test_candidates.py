@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.search.candidates import RRF_K, Candidate, Fusion, fuse, rrf, select
-from pipeline.search.request import SearchRequest
-from pipeline.store import ScoredChunk
+from docingest.pipeline.search.candidates import RRF_K, Candidate, Fusion, fuse, rrf, select
+from docingest.pipeline.search.request import SearchRequest
+from docingest.pipeline.store import ScoredChunk
 
 
 def _chunk(point: str, document_id: str = "d", version: int = 1, score: float = 0.5) -> ScoredChunk:

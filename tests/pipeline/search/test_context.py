@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.chunking import Chunk, ChunkingSpec
-from pipeline.errors import EmptyDocument, NoTextFound
-from pipeline.prepare import prepare_document
-from pipeline.search.context import expand_hit, merge
-from pipeline.search.request import Expand
-from pipeline.settings import Settings
-from pipeline.store import ScoredChunk
-from pipeline.store.models import StoredChunk
+from docingest.pipeline.chunking import Chunk, ChunkingSpec
+from docingest.pipeline.errors import EmptyDocument, NoTextFound
+from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.search.context import expand_hit, merge
+from docingest.pipeline.search.request import Expand
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.store import ScoredChunk
+from docingest.pipeline.store.models import StoredChunk
 from tests.support.paths import CORPUS_DIR
 
 TEXT_FILES = sorted((CORPUS_DIR / "txt").iterdir())

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.prepare import prepare_document
-from pipeline.search.excerpts import (
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.search.excerpts import (
     EXCERPT_MAX_CHARS,
     answer,
     query_terms,
     sentences,
     within,
 )
-from pipeline.settings import Settings
-from pipeline.sparse import analyze, term_spans
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.sparse import analyze, term_spans
 from tests.support.paths import CORPUS_DIR
 
 PROBE_FILES = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.search.request import SearchRequest
+from docingest.pipeline.search.request import SearchRequest
 
 
 @pytest.mark.parametrize(

@@ -12,15 +12,27 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.embedders.base import EmbeddingConfig, ProgressCallback
-from pipeline.rerank import RerankConfig, RerankDefaults, Reranker, RerankSpec, build_reranker
-from pipeline.search import Reranking, SearchTarget, search
-from pipeline.search.candidates import RRF_K
-from pipeline.search.request import SearchRequest, SearchResponse
-from pipeline.search.reranking import rerank_text
-from pipeline.settings import Settings
-from pipeline.sparse import analyze, encode_document, encode_query
-from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, ScoredChunk, VectorStore
+from docingest.pipeline.embedders.base import EmbeddingConfig, ProgressCallback
+from docingest.pipeline.rerank import (
+    RerankConfig,
+    RerankDefaults,
+    Reranker,
+    RerankSpec,
+    build_reranker,
+)
+from docingest.pipeline.search import Reranking, SearchTarget, search
+from docingest.pipeline.search.candidates import RRF_K
+from docingest.pipeline.search.request import SearchRequest, SearchResponse
+from docingest.pipeline.search.reranking import rerank_text
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.sparse import analyze, encode_document, encode_query
+from docingest.pipeline.store import (
+    ChunkRecord,
+    DocumentFields,
+    IndexConfig,
+    ScoredChunk,
+    VectorStore,
+)
 from tests.support.rerank_server import FakeRerankServer, fake_score
 
 INDEX = "rr"

@@ -8,15 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.embedders.base import EmbeddingConfig, QueryCache
-from pipeline.embedders.local import LocalEmbedder
-from pipeline.errors import IndexNotFound, InvalidFilter
-from pipeline.search import SearchTarget, resolve_target, search
-from pipeline.search.candidates import RRF_K, VECTOR_WEIGHT, Fusion, candidate_limit, rrf
-from pipeline.search.request import Result, Scores, SearchRequest
-from pipeline.settings import Settings
-from pipeline.sparse import encode_document, encode_query
-from pipeline.store import ChunkRecord, DocumentFields, IndexConfig, ScoredChunk, VectorStore
+from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
+from docingest.pipeline.embedders.local import LocalEmbedder
+from docingest.pipeline.errors import IndexNotFound, InvalidFilter
+from docingest.pipeline.search import SearchTarget, resolve_target, search
+from docingest.pipeline.search.candidates import RRF_K, VECTOR_WEIGHT, Fusion, candidate_limit, rrf
+from docingest.pipeline.search.request import Result, Scores, SearchRequest
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.sparse import encode_document, encode_query
+from docingest.pipeline.store import (
+    ChunkRecord,
+    DocumentFields,
+    IndexConfig,
+    ScoredChunk,
+    VectorStore,
+)
 
 INDEX = "kb"
 CONFIG = IndexConfig(

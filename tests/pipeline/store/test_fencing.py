@@ -15,9 +15,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from pipeline.errors import DependencyUnavailable, DocumentBusy
-from pipeline.keys import Keys
-from pipeline.store.fencing import DocumentFence
+from docingest.pipeline.errors import DependencyUnavailable, DocumentBusy
+from docingest.pipeline.keys import Keys
+from docingest.pipeline.store.fencing import DocumentFence
 from tests.support.redis_db import TEST_REDIS_URL, TestRedis
 
 
@@ -141,7 +141,7 @@ def test_a_dead_holders_lock_expires(redis_db: TestRedis, fence: DocumentFence) 
 def test_a_lock_that_expired_while_held_is_released_quietly(
     fence: DocumentFence, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="pipeline.store.fencing"):
+    with caplog.at_level(logging.WARNING, logger="docingest.pipeline.store.fencing"):
         with fence.lock("idx", "doc", timeout=0.2):
             time.sleep(0.4)
     assert "expired before release" in caplog.text
@@ -166,7 +166,7 @@ def test_a_kept_alive_lock_outlives_its_ttl_while_held(
 HOLD_AND_WAIT = """
 import sys, time
 import redis
-from pipeline.store.fencing import DocumentFence
+from docingest.pipeline.store.fencing import DocumentFence
 fence = DocumentFence(redis.Redis.from_url(sys.argv[1]), key_prefix=sys.argv[2])
 with fence.lock("idx", "doc", timeout=float(sys.argv[3]), keep_alive=True):
     print("held", flush=True)

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import IndexConflict, InvalidFilter, InvalidMetadata
-from pipeline.store import IndexConfig, SearchFilter, VectorStore
-from pipeline.store.schema import parse_datetime
+from docingest.pipeline.errors import IndexConflict, InvalidFilter, InvalidMetadata
+from docingest.pipeline.store import IndexConfig, SearchFilter, VectorStore
+from docingest.pipeline.store.schema import parse_datetime
 from tests.pipeline.store.test_store import CONFIG, ENGINES, records, store_settings, unit_vector
 
 DOCUMENTS: dict[str, dict[str, Any]] = {

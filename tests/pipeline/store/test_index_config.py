@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from pipeline.embedders.base import EmbeddingConfig
-from pipeline.store import IndexConfig
+from docingest.pipeline.embedders.base import EmbeddingConfig
+from docingest.pipeline.store import IndexConfig
 
 CONFIG = IndexConfig(embedding=EmbeddingConfig(model="m", dimensions=3))
 

@@ -1,6 +1,6 @@
 """Document listing on both engines: `document_id` order a page at a time, filters, a cursor
 stable under concurrent writes, records of older releases, and a cost that follows the page
-size, not the index (`pipeline.store.ordering`)."""
+size, not the index (`docingest.pipeline.store.ordering`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import SearchFilter, StoredDocument, VectorStore
-from pipeline.store.ordering import id_of, order_key
-from pipeline.store.requests import point_of
+from docingest.pipeline.store import SearchFilter, StoredDocument, VectorStore
+from docingest.pipeline.store.ordering import id_of, order_key
+from docingest.pipeline.store.requests import point_of
 from tests.pipeline.store.test_store import CONFIG, ENGINES, records, store_settings
 
 PREFIXES = ["a", "reports/2024/quarterly-", "reports/2024/q", "ü", "x", "日本"]

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from prometheus_client import Histogram
 
-from pipeline.chunking import ChunkingSpec
-from pipeline.embedders.base import EmbeddingConfig
-from pipeline.errors import (
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.embedders.base import EmbeddingConfig
+from docingest.pipeline.errors import (
     DependencyUnavailable,
     DocumentNotFound,
     IndexConflict,
@@ -28,10 +28,10 @@ from pipeline.errors import (
     InvalidIndexName,
     StoreLocked,
 )
-from pipeline.rerank import RerankConfig
-from pipeline.settings import ChunkUnit, Settings
-from pipeline.sparse import encode_document, encode_query
-from pipeline.store import (
+from docingest.pipeline.rerank import RerankConfig
+from docingest.pipeline.settings import ChunkUnit, Settings
+from docingest.pipeline.sparse import encode_document, encode_query
+from docingest.pipeline.store import (
     ChunkRecord,
     DocumentFields,
     IndexConfig,
@@ -40,9 +40,9 @@ from pipeline.store import (
     point_id,
     validate_index_name,
 )
-from pipeline.store.client import ClientEngine
-from pipeline.store.edge import EdgeEngine
-from pipeline.store.edge_optimizer import CHECK_INTERVAL_SECONDS
+from docingest.pipeline.store.client import ClientEngine
+from docingest.pipeline.store.edge import EdgeEngine
+from docingest.pipeline.store.edge_optimizer import CHECK_INTERVAL_SECONDS
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -482,9 +482,9 @@ _OPEN_IN_CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from pipeline.errors import StoreLocked
-    from pipeline.settings import Settings
-    from pipeline.store import VectorStore
+    from docingest.pipeline.errors import StoreLocked
+    from docingest.pipeline.settings import Settings
+    from docingest.pipeline.store import VectorStore
     try:
         VectorStore.open(Settings(data_dir=Path(sys.argv[1]))).close()
     except StoreLocked as exc:
@@ -551,7 +551,7 @@ def test_the_previous_local_mode_store_is_migrated_on_first_start(tmp_path: Path
     old files are kept, renamed."""
     from qdrant_client import QdrantClient, models
 
-    from pipeline.store.requests import METADATA_KEY, point_of
+    from docingest.pipeline.store.requests import METADATA_KEY, point_of
 
     legacy = tmp_path / "qdrant"
     client = QdrantClient(path=str(legacy))
@@ -622,7 +622,7 @@ def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) ->
     """Once `edge_optimize_after_points` points are published, the background thread builds
     their HNSW index while searches go on (it does not wait for an idle store, which steady
     searches would put off for ever); searches meanwhile see every point."""
-    from pipeline import metrics
+    from docingest.pipeline import metrics
 
     before = _observations(metrics.STORE_OPTIMIZE_SECONDS)
     settings = Settings(data_dir=tmp_path, edge_optimize_after_points=1000)
@@ -658,7 +658,7 @@ def test_the_edge_optimizer_indexes_what_was_written_once_due(tmp_path: Path) ->
 def test_staged_points_wait_for_their_publish_before_a_build(tmp_path: Path) -> None:
     """A build that indexed staged points would build them twice (the publish copies indexed
     points back), so staged points alone do not make one due; their publish does."""
-    from pipeline import metrics
+    from docingest.pipeline import metrics
 
     settings = Settings(data_dir=tmp_path, edge_optimize_after_points=1000)
     with VectorStore.open(settings) as store:
@@ -688,8 +688,8 @@ def test_the_edge_store_flushes_written_shards_so_the_wal_stays_small(tmp_path: 
     within `FLUSH_INTERVAL_SECONDS`, so the WAL does not keep a copy of every point. 100 MB of
     text go through it (it does not compress: unflushed, it holds them all); once flushed it
     keeps at most its two preallocated 32 MB files."""
-    from pipeline import metrics
-    from pipeline.store.edge_optimizer import FLUSH_INTERVAL_SECONDS
+    from docingest.pipeline import metrics
+    from docingest.pipeline.store.edge_optimizer import FLUSH_INTERVAL_SECONDS
 
     before = _observations(metrics.STORE_FLUSH_SECONDS)
     with VectorStore.open(Settings(data_dir=tmp_path)) as store:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import IndexConflict, InvalidExport
-from pipeline.settings import Settings
-from pipeline.sparse import encode_query
-from pipeline.store import VectorStore
-from pipeline.store.transfer import export_index, import_index
+from docingest.pipeline.errors import IndexConflict, InvalidExport
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.sparse import encode_query
+from docingest.pipeline.store import VectorStore
+from docingest.pipeline.store.transfer import export_index, import_index
 from tests.pipeline.store.test_store import (
     CONFIG,
     ENGINES,

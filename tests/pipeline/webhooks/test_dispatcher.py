@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from docingest import InvalidSignature, verify_signature
-from pipeline.jobs.state import JobStore
-from pipeline.keys import Keys
-from pipeline.outbox import Outbox, Subscription
-from pipeline.settings import Settings
-from pipeline.webhooks.dispatcher import Dispatcher, backoff
+from docingest.pipeline.jobs.state import JobStore
+from docingest.pipeline.keys import Keys
+from docingest.pipeline.outbox import Outbox, Subscription
+from docingest.pipeline.settings import Settings
+from docingest.pipeline.webhooks.dispatcher import Dispatcher, backoff
 from tests.support.jobs import job_spec
 from tests.support.redis_db import TestRedis
 from tests.support.settings import service_settings

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.webhooks import connections as connections_module
-from pipeline.webhooks import sender
-from pipeline.webhooks.connections import Connections, key_for
-from pipeline.webhooks.sender import Attempt, attempt, headers_for
-from pipeline.webhooks.urls import Target
+from docingest.pipeline.webhooks import connections as connections_module
+from docingest.pipeline.webhooks import sender
+from docingest.pipeline.webhooks.connections import Connections, key_for
+from docingest.pipeline.webhooks.sender import Attempt, attempt, headers_for
+from docingest.pipeline.webhooks.urls import Target
 from tests.support.tls import self_signed_for_loopback
 from tests.support.webhook_receiver import receiving
 

@@ -1,0 +1,122 @@
+"""`/v1/indexes`: create (idempotent), list, show and delete indexes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from docingest.api.deps import AuthorizedIndex, PrincipalDep, ServicesDep
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.embedders.base import EmbeddingConfig
+from docingest.pipeline.errors import IndexNotFound
+from docingest.pipeline.jobs.usage import IndexUsage
+from docingest.pipeline.rerank import RerankConfig, reranker_factory
+from docingest.pipeline.services import Services
+from docingest.pipeline.store import IndexConfig, IndexInfo
+from docingest.pipeline.store.schema import MetadataSchema, check_schema
+
+router = APIRouter(prefix="/v1/indexes", tags=["indexes"])
+
+
+class IndexCreate(BaseModel):
+    """Settings of a new index; each part defaults to the server's settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedding: EmbeddingConfig | None = None
+    chunking: ChunkingSpec | None = None
+    description: str | None = Field(default=None, max_length=1000)
+    metadata_schema: MetadataSchema | None = None
+    """Declared user metadata fields and their types (`docingest.pipeline.store.schema`)."""
+
+    @field_validator("metadata_schema", mode="before")
+    @classmethod
+    def _schema(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return check_schema(value)  # the field named in the message, not pydantic's
+        return value
+
+    contextual_headers: bool | None = None
+    """Embed each chunk with its document's title and heading path in front; fixed once
+    the index exists (a different value is 409, as for the embedding)."""
+
+    rerank: RerankConfig | None = None
+    """The index's default second stage; may change with another PUT (left out: kept)."""
+
+
+class IndexDetail(IndexInfo):
+    """An index with its cumulative usage (README, "Usage and fallback endpoints")."""
+
+    usage: IndexUsage
+
+
+class IndexList(BaseModel):
+    indexes: list[IndexDetail]
+
+
+def _detail(services: Services, info: IndexInfo, usage: IndexUsage) -> IndexDetail:
+    price = services.settings.price_per_million_tokens(info.embedding.model)
+    return IndexDetail(**info.model_dump(), usage=usage.priced(price))
+
+
+@router.put("/{index}", response_model=IndexInfo, status_code=201)
+def create_index(
+    index: AuthorizedIndex,
+    services: ServicesDep,
+    response: Response,
+    body: IndexCreate | None = None,
+) -> IndexInfo:
+    """Create `index` (201), or confirm it exists with the same settings (200); else 409, or
+    422 for an embedding its provider cannot build (an unknown provider, a local model that
+    is not bundled, dimensions the model cannot produce) or an unknown rerank provider. A
+    `metadata_schema` on an existing index adds its new fields (200); changing a declared
+    field's type is 409. An existing index takes a `rerank` sent (null clears it)."""
+    body = body or IndexCreate()
+    if body.rerank is not None and body.rerank.provider is not None:
+        reranker_factory(body.rerank.provider)  # InvalidRerank (422) for an unknown name
+    defaults = services.default_index_config()
+    embedding = services.resolve_embedding(body.embedding) if body.embedding else None
+    rerank = body.rerank
+    if "rerank" not in body.model_fields_set and (existing := services.store.index_config(index)):
+        rerank = existing.rerank
+    config = IndexConfig(
+        embedding=embedding or defaults.embedding,
+        chunking=body.chunking or defaults.chunking,
+        description=body.description,
+        metadata_schema=body.metadata_schema or None,
+        rerank=rerank,
+        contextual_headers=(
+            defaults.contextual_headers
+            if body.contextual_headers is None
+            else body.contextual_headers
+        ),
+    )
+    info, created = services.store.create_index(index, config)
+    response.status_code = 201 if created else 200
+    return info
+
+
+@router.get("", response_model=IndexList)
+def list_indexes(services: ServicesDep, principal: PrincipalDep) -> IndexList:
+    """Every index this caller may use, with its usage."""
+    infos = [i for i in services.store.list_indexes() if principal.may_use(i.name)]
+    usage = services.usage.of_many(info.name for info in infos)
+    return IndexList(indexes=[_detail(services, info, usage[info.name]) for info in infos])
+
+
+@router.get("/{index}", response_model=IndexDetail)
+def get_index(index: AuthorizedIndex, services: ServicesDep) -> IndexDetail:
+    info = services.store.get_index(index)
+    if info is None:
+        raise IndexNotFound(f"Index '{index}' does not exist.")
+    return _detail(services, info, services.usage.of(index))
+
+
+@router.delete("/{index}", status_code=204)
+def delete_index(index: AuthorizedIndex, services: ServicesDep) -> Response:
+    """Remove the index, all its vectors and its usage."""
+    if not services.delete_index(index):
+        raise IndexNotFound(f"Index '{index}' does not exist.")
+    return Response(status_code=204)

@@ -1,0 +1,74 @@
+"""`/healthz`, `/readyz` and `/metrics`."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from docingest.api.deps import PrincipalDep, StateDep
+from docingest.api.metrics import render
+from docingest.pipeline.embedders.base import EmbeddingConfig
+from docingest.pipeline.errors import IngestError
+from docingest.pipeline.services import Services
+
+router = APIRouter(tags=["operations"])
+
+READY_CACHE_SECONDS = 10.0
+"""A passing embedding check is reused this long, so probes do not spend provider calls."""
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """200 while the process runs."""
+    return {"status": "ok"}
+
+
+def _check_embedding(services: Services, request: Request) -> str | None:
+    cache = request.app.state.ready_cache
+    if time.monotonic() - cache.get("embedding_ok_at", -1e9) < READY_CACHE_SECONDS:
+        return None
+    try:
+        config = EmbeddingConfig.from_settings(services.settings)
+        services.embedder_for(config).embed_query("readiness check")
+    except IngestError as exc:
+        return exc.message
+    except Exception as exc:  # a provider or model failure of any kind means not ready
+        return f"{type(exc).__name__}: {exc}"
+    cache["embedding_ok_at"] = time.monotonic()
+    return None
+
+
+def _readiness(services: Services, request: Request) -> dict[str, str]:
+    checks: dict[str, str] = {}
+    redis_problem = services.redis_ok()
+    checks["redis"] = "ok" if redis_problem is None else f"unavailable: {redis_problem}"
+    if services.owns_store:
+        try:
+            services.store.ping()
+            checks["qdrant"] = "ok"
+        except IngestError as exc:
+            checks["qdrant"] = f"unavailable: {exc.message}"
+    else:
+        checks["qdrant"] = "ok: embedded store, owned by the worker process"
+    problem = _check_embedding(services, request)
+    checks["embedding"] = "ok" if problem is None else f"unavailable: {problem}"
+    return checks
+
+
+@router.get("/readyz")
+async def readyz(request: Request, state: StateDep, principal: PrincipalDep) -> JSONResponse:
+    """200 when Redis, Qdrant and the embedding provider answer, else 503 naming which not."""
+    checks = await run_in_threadpool(_readiness, state.services, request)
+    ready = all(value.startswith("ok") for value in checks.values())
+    body = {"status": "ready" if ready else "unavailable", "checks": checks}
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request, principal: PrincipalDep) -> Response:
+    """Prometheus text format."""
+    payload = await run_in_threadpool(render, request.app.state.metrics_registry)
+    return Response(payload, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,180 @@
+"""What a client does to stored documents besides uploading them: list them a page at a time,
+replace their metadata, and delete those a filter matches.
+
+A metadata PATCH publishes a new version, as a re-upload does, instead of changing payloads in
+place: Qdrant sets a payload on many points one segment at a time, so a search running
+meanwhile could see some chunks with the old metadata and some with the new. The new
+version's points are the live version's, copied with their vectors (nothing parsed or
+embedded again) and the new metadata, written staged, then published and the old version
+retired, under the document's store lock. A search keeps one version of each document
+(`docingest.pipeline.search.candidates`), so it sees the old metadata or the new, never both
+(BENCHMARKS.md, "Metadata PATCH").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import unicodedata
+from dataclasses import dataclass
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from docingest.pipeline.errors import (
+    DocumentIngesting,
+    DocumentNotFound,
+    InvalidCursor,
+    InvalidMetadata,
+    JobNotFound,
+)
+from docingest.pipeline.metadata import validate_user_metadata
+from docingest.pipeline.store import StoredDocument
+from docingest.pipeline.store.fencing import KEEP_ALIVE_TIMEOUT
+from docingest.pipeline.store.filters import SearchFilter
+from docingest.pipeline.store.schema import validate_metadata
+
+if TYPE_CHECKING:
+    from docingest.pipeline.services import Services
+
+MAX_DELETE = 1000
+"""The most documents one delete-by-filter request removes; `more` says whether others match.
+Each is a whole single delete (a lock, a version, a store delete, and its webhook event), so
+a request stays a bounded synchronous answer instead of a job; a larger clean-up repeats it."""
+PATCH_LOCK_WAIT_SECONDS = 30.0
+"""How long a PATCH waits for another holder of the document's store lock (an upload being
+stored, a delete, another PATCH) before answering `document_busy`."""
+_CURSOR_PREFIX = "c1."
+_MAX_CURSOR_CHARS = 4 * 512 + 16
+
+
+# --- cursors ------------------------------------------------------------------------------
+
+
+def encode_cursor(after: str) -> str:
+    """An opaque cursor for the page after document `after`: its id, so documents inserted
+    or deleted meanwhile neither repeat nor skip the others."""
+    token = base64.urlsafe_b64encode(after.encode("utf-8", "surrogatepass")).decode()
+    return _CURSOR_PREFIX + token.rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    """The document id a cursor of `encode_cursor` holds; `InvalidCursor` for anything else."""
+    problem = "The cursor is not one this service handed out; start again without it."
+    if len(cursor) > _MAX_CURSOR_CHARS or not cursor.startswith(_CURSOR_PREFIX):
+        raise InvalidCursor(problem)
+    token = cursor[len(_CURSOR_PREFIX) :]
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        after = raw.decode("utf-8")
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidCursor(problem) from exc
+    if not after or any(unicodedata.category(char) == "Cc" for char in after):
+        raise InvalidCursor(problem)
+    return after
+
+
+# --- metadata -----------------------------------------------------------------------------
+
+
+def patch_metadata(
+    services: Services, index: str, document_id: str, raw_metadata: Any
+) -> StoredDocument:
+    """Replace the user metadata of the document's live version on all its chunks at once.
+
+    `DocumentNotFound` without a live version; `DocumentIngesting` (409) while a newer upload
+    of it is being ingested, since publishing that upload would silently drop this change;
+    `DocumentBusy` (503) if another holder keeps the store lock past `PATCH_LOCK_WAIT_SECONDS`.
+    """
+    if not isinstance(raw_metadata, dict):  # None too: clearing takes an explicit {}
+        raise InvalidMetadata(
+            'Send the new metadata as a JSON object, such as {"metadata": {"department": '
+            '"legal"}}; {} removes it all.'
+        )
+    metadata = validate_user_metadata(raw_metadata, max_bytes=services.settings.max_metadata_bytes)
+    store, fence = services.store, services.fence
+    config = store.index_config(index)
+    # the index's declared `metadata_schema`, as an upload is checked, before any lock or version
+    validate_metadata(metadata, config.metadata_schema if config is not None else None)
+    with fence.lock(
+        index,
+        document_id,
+        timeout=KEEP_ALIVE_TIMEOUT,
+        blocking_timeout=PATCH_LOCK_WAIT_SECONDS,
+        keep_alive=True,
+    ):
+        live = store.live_document(index, document_id)
+        if live is None:
+            raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
+        seen = fence.current_version(index, document_id)
+        if _being_ingested(services, index, live):
+            raise DocumentIngesting(_ingesting_message(document_id))
+        # Only if no upload took a version since `seen`: one that did must not be superseded.
+        version = fence.next_version_if(index, document_id, seen=seen, floor=live.version)
+        if version is None:
+            raise DocumentIngesting(_ingesting_message(document_id))
+        store.copy_version(
+            index,
+            document_id,
+            source=live.version,
+            target=version,
+            changes={"metadata": metadata},
+        )
+        store.publish(index, document_id, version)
+        store.retire(index, document_id, keep_version=version)
+        return live.model_copy(update={"version": version, "metadata": metadata})
+
+
+def _being_ingested(services: Services, index: str, live: StoredDocument) -> bool:
+    """Whether a running job is storing (or will take) a newer version of `live`'s document,
+    which would replace this PATCH's metadata with its own. A version handed out to an
+    attempt that failed or was cancelled does not count; an upload still queued replaces
+    the document when it runs, as any later upload does. Running jobs are as many as the
+    workers' slots, so this reads a handful of job records."""
+    for job_id in services.jobs.running():
+        try:
+            work = services.jobs.work(job_id)
+        except JobNotFound:  # finished and expired meanwhile
+            continue
+        job = work.job
+        if (job.index, job.document_id) != (index, live.document_id):
+            continue
+        if work.version is None or work.version > live.version:
+            return True
+    return False
+
+
+def _ingesting_message(document_id: str) -> str:
+    return (
+        f"A newer upload of document {document_id!r} is being ingested and would replace this "
+        "metadata; wait for its job to finish and send the PATCH again (or send the metadata "
+        "with the upload)."
+    )
+
+
+# --- delete by filter ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    deleted: int
+    more: bool
+    """Whether more documents match (the request stopped at its limit)."""
+
+
+def delete_matching(
+    services: Services, index: str, search_filter: SearchFilter | None, *, limit: int
+) -> Deleted:
+    """Delete up to `limit` documents the filter matches (every document if None), each as a
+    single delete does (`Services.delete_document`: superseding a job still storing it)."""
+    if not 1 <= limit <= MAX_DELETE:
+        raise ValueError(f"limit must be 1 to {MAX_DELETE}")
+    listed = services.store.iter_documents(index, filter=search_filter)
+    matching = [document.document_id for document in islice(listed, limit + 1)]
+    deleted = 0
+    for document_id in matching[:limit]:
+        try:
+            services.delete_document(index, document_id)
+        except DocumentNotFound:  # deleted meanwhile by someone else
+            continue
+        deleted += 1
+    return Deleted(deleted=deleted, more=len(matching) > limit)

@@ -1,0 +1,1 @@
+"""Embedding providers behind `docingest.pipeline.embedders.base.Embedder`."""

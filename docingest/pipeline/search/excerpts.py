@@ -1,0 +1,135 @@
+"""The part of a chunk that answers a query: its highlights and its excerpt.
+
+Both read the chunk with the keyword analyzer's own tokenization
+(`docingest.pipeline.sparse.term_spans`), so a highlight is exactly a term search matched: a stem
+("running" for "runs"), an identifier or one of its parts, a CJK bigram. No second analyzer, no
+JavaScript word matching.
+
+The excerpt is the window of one to three consecutive sentences (the chunker's sentence
+splitter, `docingest.pipeline.chunking.sentences`, inside paragraphs) holding the most query-term
+weight. A term weighs log(1 + sentences / sentences holding it), an IDF over the chunk's own
+sentences, since Qdrant keeps the corpus IDF to itself: a term in every sentence tells the windows
+apart least. A window grows past one sentence only to hold more weight, and past `EXCERPT_MAX_CHARS`
+never (a single sentence is kept whole, however long: the contract's unit is the sentence).
+With no query term in the chunk (a hit by meaning alone) the excerpt is its first sentence.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_right
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from docingest.pipeline.chunking.sentences import sentence_cuts
+from docingest.pipeline.sparse import TermSpan, analyze, term_spans
+
+MAX_SENTENCES = 3
+"""Sentences an excerpt holds at most (the contract's "one to three")."""
+EXCERPT_MAX_CHARS = 600
+"""Characters a window of several sentences spans at most."""
+
+_PARAGRAPH = re.compile(r"\n[^\S\n]*\n\s*")
+"""A blank line: sentences never run across one (a heading has no full stop)."""
+
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What `answer` found in one chunk: the excerpt's span and the highlighted spans."""
+
+    excerpt: Span
+    highlights: list[Span]
+
+
+def query_terms(query: str) -> frozenset[str]:
+    """Return the distinct terms of `query` after analysis."""
+    return frozenset(analyze(query))
+
+
+def sentences(text: str) -> list[Span]:
+    """Return the spans of `text`'s sentences, stripped, in order (paragraphs cut too)."""
+    spans: list[Span] = []
+    position = 0
+    for paragraph_end, next_start in [
+        *((m.start(), m.end()) for m in _PARAGRAPH.finditer(text)),
+        (len(text), len(text)),
+    ]:
+        lo, hi = _strip(text, position, paragraph_end)
+        if lo < hi:
+            start = lo
+            for end, following in sentence_cuts(text, lo, hi):
+                spans.append((start, end))
+                start = following
+            spans.append((start, hi))
+        position = next_start
+    return spans
+
+
+def _strip(text: str, lo: int, hi: int) -> Span:
+    while lo < hi and text[lo].isspace():
+        lo += 1
+    while hi > lo and text[hi - 1].isspace():
+        hi -= 1
+    return lo, hi
+
+
+def highlights(spans: list[TermSpan], terms: Collection[str]) -> list[Span]:
+    """Return the spans of the terms in `terms`, merged where they overlap or touch."""
+    merged: list[list[int]] = []
+    for term, start, end in spans:
+        if term not in terms:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
+
+
+def best_window(text: str, spans: list[TermSpan], terms: Collection[str]) -> Span:
+    """Return the excerpt of `text`: the best window of one to three sentences."""
+    parts = sentences(text)
+    if not parts:
+        return 0, len(text)
+    starts = [start for start, _ in parts]
+    found: list[set[str]] = [set() for _ in parts]
+    for term, start, _ in spans:
+        if term in terms:
+            found[max(bisect_right(starts, start) - 1, 0)].add(term)
+    counts: dict[str, int] = {}
+    for held in found:
+        for term in held:
+            counts[term] = counts.get(term, 0) + 1
+    if not counts:
+        return parts[0]
+    weight = {term: math.log1p(len(parts) / count) for term, count in counts.items()}
+    best, best_score = parts[0], 0.0
+    for size in range(1, MAX_SENTENCES + 1):  # smaller windows first: they win ties
+        for first in range(len(parts) - size + 1):
+            lo, hi = parts[first][0], parts[first + size - 1][1]
+            if size > 1 and hi - lo > EXCERPT_MAX_CHARS:
+                continue
+            held = set().union(*found[first : first + size])
+            score = sum(weight[term] for term in held)
+            if score > best_score + 1e-9:
+                best, best_score = (lo, hi), score
+    return best
+
+
+def answer(text: str, terms: Collection[str]) -> Answer:
+    """Return the excerpt and highlights of chunk `text` for a query of `terms`."""
+    spans = term_spans(text) if terms else []
+    return Answer(best_window(text, spans, terms), highlights(spans, terms))
+
+
+def within(highlighted: list[Span], window: Span) -> list[Span]:
+    """Return the highlights inside `window`, shifted to offsets into it."""
+    lo, hi = window
+    return [
+        (max(start, lo) - lo, min(end, hi) - lo)
+        for start, end in highlighted
+        if start < hi and end > lo
+    ]

@@ -1,0 +1,104 @@
+"""A document's chunks, a page at a time: the live version's chunks in order, with their
+offsets, pages and headings (`GET .../documents/{document_id}/chunks`).
+
+The cursor names the version it pages through and the next chunk index, so a page never mixes
+versions: when the document is replaced between two pages, the next page is refused with
+`CursorExpired` (start again) rather than continued in another version's chunks.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from pydantic import BaseModel
+
+from docingest.pipeline.errors import CursorExpired, InvalidCursor
+from docingest.pipeline.store.chunk_reads import read_document_chunks
+from docingest.pipeline.store.vector_store import VectorStore
+
+MAX_PAGE = 500
+"""Chunks a page holds at most (about 500 KB of text at the default chunk size)."""
+DEFAULT_PAGE = 100
+
+_CURSOR = re.compile(r"v(\d{1,18})\.(\d{1,18})")
+
+
+class DocumentChunk(BaseModel):
+    """One chunk: `text` is the document's extracted text from `start` to `end`."""
+
+    chunk_index: int
+    text: str
+    start: int | None
+    end: int | None
+    page_start: int | None
+    page_end: int | None
+    headings: list[str]
+
+
+class ChunkPage(BaseModel):
+    document_id: str
+    version: int
+    chunks: list[DocumentChunk]
+    next_cursor: str | None
+    """Pass as `cursor` for the next page; None after the last chunk."""
+
+
+def encode_cursor(version: int, next_index: int) -> str:
+    return base64.urlsafe_b64encode(f"v{version}.{next_index}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, int]:
+    """Return (version, next chunk index) of a cursor; `InvalidCursor` for any other string."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidCursor("The cursor is not one this server returned.") from exc
+    if (match := _CURSOR.fullmatch(raw)) is None:
+        raise InvalidCursor("The cursor is not one this server returned.")
+    return int(match.group(1)), int(match.group(2))
+
+
+def document_chunks(
+    store: VectorStore,
+    index: str,
+    document_id: str,
+    *,
+    limit: int = DEFAULT_PAGE,
+    cursor: str | None = None,
+) -> ChunkPage:
+    """Return a page of the live version's chunks; `DocumentNotFound` for no such document."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be 1-{MAX_PAGE}")
+    document = store.get_document(index, document_id)
+    first = 0
+    if cursor is not None:
+        version, first = decode_cursor(cursor)
+        if version != document.version:
+            raise CursorExpired(
+                f"Document '{document_id}' was replaced (version {version} is now "
+                f"{document.version}) since this cursor was made; page again from the start."
+            )
+    chunks = read_document_chunks(
+        store, index, document_id, document.version, first=first, limit=limit
+    )
+    last = first + limit
+    following = encode_cursor(document.version, last) if last < document.chunks else None
+    return ChunkPage(
+        document_id=document_id,
+        version=document.version,
+        chunks=[
+            DocumentChunk(
+                chunk_index=chunk.chunk_index,
+                text=chunk.text,
+                start=chunk.start,
+                end=chunk.end,
+                page_start=chunk.page_start,
+                page_end=chunk.page_end,
+                headings=chunk.headings,
+            )
+            for chunk in chunks
+        ],
+        next_cursor=following,
+    )

@@ -1,1 +1,0 @@
-"""Embedding providers behind `pipeline.embedders.base.Embedder`."""

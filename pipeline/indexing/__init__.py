@@ -1,7 +1,0 @@
-"""Indexing a prepared document as a new version: the entry, the window loop, a window's
-vectors, the writer thread."""
-
-from pipeline.indexing.request import IndexHooks, IndexRequest, IndexResult
-from pipeline.indexing.run import index_document
-
-__all__ = ["IndexHooks", "IndexRequest", "IndexResult", "index_document"]
