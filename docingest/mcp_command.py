@@ -35,19 +35,15 @@ def add_mcp_command(commands: Any) -> None:
         help="let allowed URLs resolve to private addresses (DOCINGEST_MCP_ALLOW_PRIVATE)",
     )  # fmt: skip
     connection_options(mcp)
-    mcp.set_defaults(handler=run_mcp)
+    mcp.set_defaults(handler=run_mcp, extra="mcp")
 
 
 def run_mcp(args: argparse.Namespace, settings: Settings) -> int:
     from docingest import AsyncClient
     from docingest._core import default_base_url
-    from docingest.commands import fail
+    from docingest.adapters.fetch_policy import FetchPolicy
+    from docingest.adapters.mcp import build_server  # the mcp extra (`extra=` above)
 
-    try:
-        from docingest.adapters.fetch_policy import FetchPolicy
-        from docingest.adapters.mcp import build_server
-    except ImportError as exc:
-        return fail(f"docingest mcp needs the mcp extra: pip install 'docingest[mcp]' ({exc})", 2)
     policy = FetchPolicy(
         allow_paths=[*settings.mcp_allow_paths, *args.allow_path],
         allow_urls=[*settings.mcp_allow_urls, *args.allow_url],

