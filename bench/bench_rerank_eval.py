@@ -5,7 +5,7 @@ Run: .venv/bin/python bench/bench_rerank_eval.py --rerank-url URL [--rerank-prov
          [--port 8765] [--json]
 
 Starts `docingest serve` on a data directory of its own (kept, so a second run skips the
-ingestion: `docingest eval --ingest` is resumable) with the rerank settings of API.md v1.2
+ingestion: `docingest eval --ingest` is resumable) with the rerank settings of the HTTP API v1.2
 (`DOCINGEST_RERANK_PROVIDER`, `_URL`, `_API_KEY`, `_MODEL`; the key may also come from the
 environment), loads the BEIR corpus of `--dataset` (SciFact by default) through the API, and
 runs `docingest eval --rerank`: every mode with `"rerank": false` and `"rerank": true`, so

@@ -126,6 +126,7 @@ class Client:
     search = _bind(ops.search)
     put_webhook = _bind(ops.put_webhook)
     list_webhooks = _bind(ops.list_webhooks)
+    get_webhook = _bind(ops.get_webhook)
     delete_webhook = _bind(ops.delete_webhook)
     list_deliveries = _bind(ops.list_deliveries)
 

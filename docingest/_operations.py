@@ -1,4 +1,4 @@
-"""Every endpoint of API.md v1.2 as a function that builds its `Call`: the one place that
+"""Every endpoint of the HTTP API (v1.2) as a function that builds its `Call`: the one place that
 knows paths, parameters and bodies. `Client` and `AsyncClient` send these unchanged."""
 
 from __future__ import annotations
@@ -285,6 +285,11 @@ def put_webhook(
 def list_webhooks(index: str) -> Call[list[Webhook]]:
     """v1.2 `GET /v1/indexes/{index}/webhooks`: the subscriptions, without secrets."""
     return Call("GET", f"/v1/indexes/{seg(index)}/webhooks", field_of(WebhookList, "webhooks"))
+
+
+def get_webhook(index: str, name: str) -> Call[Webhook]:
+    """v1.2 `GET /v1/indexes/{index}/webhooks/{name}`: one subscription, without its secret."""
+    return Call("GET", f"/v1/indexes/{seg(index)}/webhooks/{seg(name)}", model(Webhook))
 
 
 def delete_webhook(index: str, name: str) -> Call[None]:

@@ -1,4 +1,4 @@
-"""Typed models of every request and response of API.md v1.2 (pydantic).
+"""Typed models of every request and response of the HTTP API, v1.2 (pydantic).
 
 Response models keep fields a newer server adds and default those an older one omits;
 request bodies send only the fields the caller set."""

@@ -1,4 +1,4 @@
-"""A search request with every option of API.md v1.2, and its results."""
+"""A search request with every option of the HTTP API, v1.2, and its results."""
 
 from __future__ import annotations
 

@@ -184,7 +184,10 @@ def test_key_b_works_everywhere(served: Served) -> None:
         ("get", "/metrics"): 200,
         ("get", "/healthz"): 200,
         ("put", "/v1/indexes/{index}/webhooks/{name}"): 201,
+        ("get", "/v1/indexes/{index}/webhooks"): 200,
+        ("get", "/v1/indexes/{index}/webhooks/{name}"): 200,
         ("get", "/v1/indexes/{index}/webhooks/{name}/deliveries"): 200,
+        ("delete", "/v1/indexes/{index}/webhooks/{name}"): 204,
         ("delete", "/v1/indexes/{index}"): 204,
     }
     assert set(expected) == documented_endpoints(), "the table follows the contract"

@@ -125,7 +125,7 @@ def test_every_automatic_key_is_reserved() -> None:
 
 
 def test_author_is_user_metadata_as_the_contract_says() -> None:
-    """API.md names `author` (with department, doc_type, tags) as user metadata."""
+    """The HTTP API names `author` (with department, doc_type, tags) as user metadata."""
     parsed = parse_user_metadata(
         '{"department": "legal", "author": "Ana Lima", "doc_type": "memo", "tags": ["a"]}',
         max_bytes=16 * 1024,

@@ -1,7 +1,7 @@
 """The SDK's models against the running service's `/openapi.json` and the contract: every
 documented endpoint has an SDK operation; where the server serves it, the SDK models every
-field the server documents and requires none the server may leave out; an endpoint or field
-the server does not serve yet is one the contract's v1.2 names (PENDING for endpoints)."""
+field the server documents and requires none the server may leave out; a field the server
+does not serve is one the contract names."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from docingest.models import (
     WebhookList,
     WebhookSubscription,
 )
-from tests.support.api_app import API_DOC, PENDING, documented_endpoints
+from tests.support.api_app import API_DOC, documented_endpoints
 from tests.support.docingest_service import ServiceEnv
 
 Json = dict[str, Any]
@@ -61,6 +61,7 @@ OPERATIONS: list[tuple[Call[Any], type[BaseModel] | None, type[BaseModel] | None
     (ops.search("IDX", "q"), SearchRequest, SearchResponse),
     (ops.put_webhook("IDX", "HOOK", "https://example.org/hook"), WebhookSubscription, Webhook),
     (ops.list_webhooks("IDX"), None, WebhookList),
+    (ops.get_webhook("IDX", "HOOK"), None, Webhook),
     (ops.delete_webhook("IDX", "HOOK"), None, None),
     (ops.list_deliveries("IDX", "HOOK"), None, DeliveryList),
     (ops.health(), None, None),
@@ -78,13 +79,6 @@ NESTED: dict[str, type[BaseModel]] = {
 
 SAME_AS = {("get", "/v1/indexes/{index}/search"): "the browser's form of POST .../search"}
 """Documented endpoints the SDK reaches through another one."""
-
-
-IN_PROSE = {
-    ("get", "/v1/indexes/{index}/webhooks"): "issue 25: webhooks (`GET` lists them)",
-    ("delete", "/v1/indexes/{index}/webhooks/{name}"): "issue 25: webhooks (`DELETE` removes one)",
-}
-"""Endpoints the contract's v1.2 names in prose beside a documented one, not served yet."""
 
 
 def endpoint(call: Call[Any]) -> tuple[str, str]:
@@ -117,7 +111,7 @@ def resolve(schema: Json, spec: Json) -> Json:
 
 
 def contract_names(field: str) -> bool:
-    """Whether API.md names `field` (as `field` or "field")."""
+    """Whether the contract (docs/reference/http-api.md) names `field` (as `field` or "field")."""
     text = API_DOC.read_text()
     return bool(re.search(rf'[`"]{re.escape(field)}[`"]', text))
 
@@ -134,13 +128,15 @@ def check_model(model: type[BaseModel], schema: Json, where: str) -> list[str]:
         if info.is_required() and name not in required:
             problems.append(f"{where}: {model.__name__} requires `{name}`, the server may omit it")
         if name not in served and not contract_names(name):
-            problems.append(f"{where}: {model.__name__}.{name} is neither served nor in API.md")
+            problems.append(
+                f"{where}: {model.__name__}.{name} is neither served nor in the contract"
+            )
     return problems
 
 
 def test_every_documented_endpoint_has_an_sdk_operation() -> None:
     covered = {endpoint(call) for call, _, _ in OPERATIONS}
-    missing = documented_endpoints(pending=True) - covered - set(SAME_AS)
+    missing = documented_endpoints() - covered - set(SAME_AS)
     assert not missing, f"no SDK operation for {sorted(missing)}"
 
 
@@ -150,10 +146,7 @@ def test_the_sdk_models_match_the_served_schema(openapi: Json) -> None:
     for call, body, answer in OPERATIONS:
         method, path = endpoint(call)
         operation = paths.get(path, {}).get(method)
-        if operation is None:
-            pending = (method, path) in PENDING or (method, path) in IN_PROSE
-            assert pending, f"{method.upper()} {path} is neither served nor pending"
-            continue
+        assert operation is not None, f"the SDK calls {method.upper()} {path}, not served"
         if body is not None:
             content = operation.get("requestBody", {}).get("content", {})
             schema = resolve(content["application/json"]["schema"], openapi)
@@ -168,13 +161,6 @@ def test_the_sdk_models_match_the_served_schema(openapi: Json) -> None:
         if name in components:
             problems += check_model(model, components[name], f"component {name}")
     assert not problems, "\n".join(problems)
-
-
-def test_a_pending_endpoint_is_answered_as_not_served(openapi: Json) -> None:
-    """The SDK raises the contract's error for an endpoint today's server lacks (404/405),
-    so callers can fall back (as `docingest sync` does for PATCH)."""
-    for method, path in PENDING:
-        assert path not in openapi["paths"] or method not in openapi["paths"][path]
 
 
 def test_a_v11_answer_reads_with_the_v12_fields_defaulted() -> None:

@@ -12,26 +12,43 @@ import httpx
 
 from docingest.api.app import create_app
 from docingest.pipeline.settings import Settings
-from tests.support.paths import CORPUS_DIR
+from tests.support.paths import REPO_DIR
 from tests.support.uvicorn_server import serve_app
 
-API_DOC = CORPUS_DIR.parent / "API.md"
-"""The contract sits beside the corpus in the shared folder (found the same way)."""
-_ENDPOINT = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) (/[^`?\s]*)[^`]*`")
+API_DOC = REPO_DIR / "docs" / "reference" / "http-api.md"
+"""The contract, in the project's docs (the HTTP API reference)."""
+PLANNED_HEADING = "## Planned:"
+"""Where the contract's agreed but not yet served part begins (to the end of the page)."""
+_ENDPOINT = re.compile(
+    r"`(GET|POST|PUT|PATCH|DELETE) (/[^`?\s]*)[^`]*`|^ {4}(GET|POST|PUT|PATCH|DELETE) (/\S*)", re.M
+)
 
 
-PENDING: dict[tuple[str, str], str] = {}
-"""Endpoints of the contract's v1.2 section not served yet, each with the open issue that
-builds it. The contract tests hold every other documented endpoint, and check that each of
-these is documented and still missing, so an entry must go when its endpoint lands."""
+def _endpoints(text: str) -> set[tuple[str, str]]:
+    """(method, path) of every endpoint named in `text`: inline, as `GET /v1/jobs?index=...`
+    (the query string is not part of the path), or as an indented request line."""
+    found = set()
+    for inline_method, inline_path, block_method, block_path in _ENDPOINT.findall(text):
+        method, path = (inline_method, inline_path) if inline_method else (block_method, block_path)
+        found.add((method.lower(), path.split("?", 1)[0]))
+    return found
 
 
-def documented_endpoints(*, pending: bool = False) -> set[tuple[str, str]]:
-    """(method, path) of every endpoint the contract names, e.g. `GET /v1/jobs?index=...`;
-    those still `PENDING` only with `pending`."""
+def _contract() -> tuple[str, str]:
+    """The contract's served part and its planned part."""
     assert API_DOC.is_file(), f"the contract is not at {API_DOC}"
-    named = {(m.lower(), path) for m, path in _ENDPOINT.findall(API_DOC.read_text())}
-    return named if pending else named - set(PENDING)
+    served, _, planned = API_DOC.read_text(encoding="utf-8").partition(PLANNED_HEADING)
+    return served, planned
+
+
+def documented_endpoints() -> set[tuple[str, str]]:
+    """(method, path) of every endpoint the contract says the service serves."""
+    return _endpoints(_contract()[0])
+
+
+def planned_endpoints() -> set[tuple[str, str]]:
+    """(method, path) of every endpoint of the contract's planned part (not served yet)."""
+    return _endpoints(_contract()[1])
 
 
 @contextmanager

@@ -1,1 +1,1 @@
-"""One router per resource of the HTTP contract (../shared/API.md)."""
+"""One router per resource of the HTTP contract (docs/reference/http-api.md)."""

@@ -1,6 +1,6 @@
 """Search filters, validated from a request's `filter` object into a small tree.
 
-A filter is a JSON object whose entries must all hold. Per field (API.md v1.2, "Search
+A filter is a JSON object whose entries must all hold. Per field (the HTTP API v1.2, "Search
 request"):
 
 - a scalar means equality (against a list-valued field: any element equals it), a list means
