@@ -1,12 +1,12 @@
 """The qdrant-client engine: a Qdrant server, cluster or Qdrant Cloud, one collection per index.
 
 `DOCINGEST_QDRANT_URL=:memory:` opens qdrant-client's in-memory local mode instead. That mode is
-a linear scan in Python, slower with every chunk an index holds (BENCHMARKS.md, "Search
-latency in the previous embedded engine"), and keeps no data, so it serves no deployment; it
-earns its place as the stand-in for a server in tests: it takes the same calls over the same
-client, so the store's suite runs on it and on Edge alike (the congruence tests) on a machine
-that cannot run a Qdrant server. Its calls are serialised here because local mode is not
-thread-safe.
+a linear scan in Python, slower with every chunk an index holds (BENCHMARKS.md, "Embedded
+store", beside Edge; the choice: docs/design/decisions/0009-qdrant-edge-embedded-store.md), and
+keeps no data, so it serves no deployment; it earns its place as the stand-in for a server in
+tests: it takes the same calls over the same client, so the store's suite runs on it and on
+Edge alike (the congruence tests) on a machine that cannot run a Qdrant server. Its calls are
+serialised here because local mode is not thread-safe.
 
 qdrant-client's errors are translated into docingest's once, here, at the boundary.
 """
