@@ -17,8 +17,10 @@ PYTEST_ARGS ?= -n 2 --dist loadfile
 # uv uses this machine's Python and never downloads one (only PyPI is reachable here).
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
+# mkdocs run from the root (mkdocs.yml's paths are relative to it), building into site/.
+MKDOCS := $(BIN)/mkdocs
 
-.PHONY: install lock lower-bounds sbom audit lint test test-under-load bench run clean
+.PHONY: install lock lower-bounds sbom audit lint docs env-example test test-under-load bench run clean
 
 $(UV): tools/uv.txt
 	$(PYTHON) -m venv $(TOOLS)
@@ -62,7 +64,20 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy -p tools.docgen
 	$(BIN)/lint-imports
+	$(MKDOCS) build --strict
+
+# The docs site (mkdocs.yml, pages in docs/) into site/, strictly: a broken link, a missing page
+# or a docstring griffe cannot read fails. `make lint` builds it too.
+docs: install
+	$(MKDOCS) build --strict
+	@echo "docs: site/index.html"
+
+# .env.example is rendered from Settings, like the docs' configuration reference
+# (tools/docgen/settings_reference.py); tests/docs/ fails when the committed file differs.
+env-example: install
+	$(BIN)/python -m tools.docgen.settings_reference
 
 test: install
 	VENV=$(VENV) .ci/system-deps
@@ -86,4 +101,4 @@ run: install
 	$(BIN)/docingest serve --seed examples
 
 clean:
-	rm -rf $(VENV) $(TOOLS) build .pytest_cache .ruff_cache .mypy_cache .hypothesis .import_linter_cache
+	rm -rf $(VENV) $(TOOLS) build site .pytest_cache .ruff_cache .mypy_cache .hypothesis .import_linter_cache

@@ -1,4 +1,4 @@
-"""The public API of `docingest.pipeline`: lazy, complete, and the README's example runs."""
+"""The public API of `docingest.pipeline`: lazy, complete, and the docs' example runs."""
 
 from __future__ import annotations
 
@@ -12,14 +12,13 @@ from docingest import pipeline
 from tests.support.paths import REPO_DIR
 from tests.support.redis_db import TEST_REDIS_URL, purge_keys, unique_prefix
 
-README = REPO_DIR / "README.md"
+GUIDE = REPO_DIR / "docs" / "guides" / "pipeline.md"
 
 
-def readme_python_example() -> str:
-    """The code block of README's "Use the pipeline from Python" section, as written."""
-    section = README.read_text(encoding="utf-8").split("## Use the pipeline from Python", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None, "README's Python section has no python code block"
+def guide_python_example() -> str:
+    """The first python block of the docs' "The pipeline from Python" guide, as written."""
+    match = re.search(r"```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.DOTALL)
+    assert match is not None, "docs/guides/pipeline.md has no python code block"
     return match.group(1)
 
 
@@ -56,15 +55,15 @@ def test_every_exported_name_resolves() -> None:
     assert set(pipeline.__all__) <= set(dir(pipeline))
 
 
-def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
-    prefix = unique_prefix("readme")
+def test_the_guide_example_runs_as_written(tmp_path: Path) -> None:
+    prefix = unique_prefix("guide")
     env = clean_environment() | {
         "DOCINGEST_REDIS_URL": TEST_REDIS_URL,
         "DOCINGEST_REDIS_KEY_PREFIX": prefix,
         "DOCINGEST_DATA_DIR": str(tmp_path / "data"),
     }
     try:
-        output = run_python(readme_python_example(), env=env, timeout=270)
+        output = run_python(guide_python_example(), env=env, timeout=270)
     finally:
         purge_keys(prefix)
     lines = output.splitlines()

@@ -2,7 +2,8 @@
 
 Kept in their own module only so that the settings module stays under the module-size
 limit; they are read, validated and documented with the rest (`Settings` inherits them, and
-the README's settings table holds them). Unlike the embedding, they may change at any time.
+the docs' configuration reference and `.env.example` are rendered from them).
+Unlike the embedding, they may change at any time.
 """
 
 from __future__ import annotations

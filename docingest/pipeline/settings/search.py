@@ -3,7 +3,8 @@
 
 Kept in their own module only so that the settings module stays under the module-size
 limit; they are read, validated and documented with the rest (`Settings` inherits them, and
-the README's settings table holds them). They may change at any time: they act on each search.
+the docs' configuration reference and `.env.example` are rendered from them).
+They may change at any time: they act on each search.
 """
 
 from __future__ import annotations

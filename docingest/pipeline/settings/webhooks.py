@@ -1,7 +1,7 @@
 """The webhook settings (`DOCINGEST_WEBHOOK_*`), a base of `docingest.pipeline.settings.Settings`.
 
 In their own module, as the rerank settings are, only to keep the settings module short:
-`Settings` inherits them, and the README's settings table holds them with the rest.
+`Settings` inherits them, and the configuration reference shows them with the rest.
 """
 
 from __future__ import annotations

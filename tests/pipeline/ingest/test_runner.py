@@ -39,7 +39,7 @@ RESULT_KEYS = {
     "usage",
 }
 """The contract's job `result` fields (extensions: `format_note`, null unless the name lied;
-`usage`, README "Usage and fallback endpoints")."""
+`usage`, docs/guides/usage-and-fallback.md)."""
 
 
 def field_notes(paragraphs: int, tag: str) -> bytes:
