@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 SYNC_KEY = "docingest_sync"
 """The metadata key that marks a document as a sync's own: its value is the sync's source.
-User metadata keys start with a letter (docingest/pipeline/metadata.py), so no `_sync`; README,
-"Sync"."""
+User metadata keys start with a letter (docingest/pipeline/metadata.py), so no `_sync`;
+docs/guides/command-line.md, "Mirror a folder"."""
 HASH_CHUNK = 1 << 20
 
 

@@ -2,7 +2,8 @@
 re-embedding, e.g. from the embedded store to a Qdrant server.
 
 Both open the store their settings name, so the embedded store must not be in use by a running
-`docingest serve` (its directory has one owner). See the README, "Moving to a Qdrant server".
+`docingest serve` (its directory has one owner). See docs/guides/stores.md, "When a Qdrant
+server is the better choice".
 """
 
 from __future__ import annotations

@@ -229,7 +229,7 @@ class StoreNotHere(RequestError):
 
 
 class InvalidWebhook(RequestError):
-    """A webhook's name, events or secret break the rules (README, "Webhooks")."""
+    """A webhook's name, events or secret break the rules (docs/guides/webhooks.md)."""
 
     code = "invalid_webhook"
 

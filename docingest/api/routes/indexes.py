@@ -47,7 +47,7 @@ class IndexCreate(BaseModel):
 
 
 class IndexDetail(IndexInfo):
-    """An index with its cumulative usage (README, "Usage and fallback endpoints")."""
+    """An index with its cumulative usage (docs/guides/usage-and-fallback.md)."""
 
     usage: IndexUsage
 

@@ -64,7 +64,8 @@ def list_jobs(
 @router.delete("/{job_id}", response_model=CancelledJob, status_code=202)
 def cancel_job(job_id: str, jobs: JobsDep, principal: PrincipalDep) -> CancelledJob:
     """Cancel a queued or processing job; the index is left as it was. A processing job's
-    worker stops within seconds, between OCR pages or embedding batches (README, "Jobs")."""
+    worker stops within seconds, between OCR pages or embedding batches
+    (docs/guides/documents.md, "Jobs")."""
     _visible_job(jobs, principal, job_id)
     job = jobs.cancel(job_id)
     status = "cancelling" if job.status is JobStatus.PROCESSING else job.status

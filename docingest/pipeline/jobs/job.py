@@ -48,7 +48,7 @@ class Job(BaseModel):
     metadata: dict[str, Any]
     force: bool
     callback_url: str | None = None
-    """The upload's `callback_url`, which receives this job's events (README, "Webhooks")."""
+    """The upload's `callback_url`, which receives this job's events (docs/guides/webhooks.md)."""
 
 
 @dataclass(frozen=True, slots=True)
