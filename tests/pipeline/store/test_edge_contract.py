@@ -39,7 +39,8 @@ def count(target: edge.EdgeShard, condition: edge.FieldCondition) -> int:
 
 def test_the_installed_release_is_the_pinned_one() -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    pins = [d for d in pyproject["project"]["dependencies"] if d.startswith("qdrant-edge-py")]
+    service = pyproject["project"]["optional-dependencies"]["service"]
+    pins = [d for d in service if d.startswith("qdrant-edge-py")]
     assert pins == [f"qdrant-edge-py=={PINNED}"]
     assert version("qdrant-edge-py") == PINNED
 
