@@ -27,8 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import evaluate, find_corpus, machine
+from _common import find_corpus, machine
 
+from docingest.evaluate import mean_ndcg_and_recall
 from docingest.pipeline.chunking import Chunk, chunk_text
 from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
 from docingest.pipeline.embedders.local import LocalEmbedder
@@ -158,7 +159,7 @@ def main() -> None:
                         store, SearchTarget(name, embedder), request, query_cache=cache
                     )
                     rankings[query_id] = [result.document_id for result in response.results]
-                ndcg, recall = evaluate(rankings, qrels)
+                ndcg, recall = mean_ndcg_and_recall(rankings, qrels)
                 print(f"headers={str(headers).lower():5} {mode:7} nDCG@10 {ndcg:.4f} "
                       f"R@10 {recall:.4f}  (built in {seconds:.0f} s)")  # fmt: skip
     print(f"load average at the end {os.getloadavg()[0]:.1f}")

@@ -43,8 +43,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import evaluate, find_corpus, machine
+from _common import find_corpus, machine
 
+from docingest.evaluate import mean_ndcg_and_recall
 from docingest.pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder
 
 DATASETS = {"scifact": "scifact", "cranfield": "cranfield/beir"}
@@ -211,7 +212,7 @@ def main() -> None:
     for name in args.dataset or sorted(DATASETS, reverse=True):
         data = load_dataset(name, root, args.limit_docs)
         bm25 = bm25_rankings(data, RRF_DEPTH)
-        print(row(data, "BM25 (no stemming)", evaluate(bm25, data.qrels)), flush=True)
+        print(row(data, "BM25 (no stemming)", mean_ndcg_and_recall(bm25, data.qrels)), flush=True)
         for max_seq_length in args.max_seq_length:
             embedder = LocalEmbedder.load(threads=args.threads, max_seq_length=max_seq_length)
             run = dense_run(data, embedder)
@@ -222,9 +223,9 @@ def main() -> None:
                 f"{run.query_ms:.1f}",
                 f"{os.getloadavg()[0]:.1f}",
             )
-            scores = evaluate(run.rankings, data.qrels)
+            scores = mean_ndcg_and_recall(run.rankings, data.qrels)
             print(row(data, f"MiniLM int8 @{max_seq_length}", scores, *timing), flush=True)
-            fused = evaluate(rrf(bm25, run.rankings), data.qrels)
+            fused = mean_ndcg_and_recall(rrf(bm25, run.rankings), data.qrels)
             print(row(data, f"RRF(BM25, MiniLM @{max_seq_length})", fused), flush=True)
 
 

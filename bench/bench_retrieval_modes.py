@@ -44,8 +44,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import evaluate, find_corpus, machine
+from _common import find_corpus, machine
 
+from docingest.evaluate import mean_ndcg_and_recall
 from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
 from docingest.pipeline.embedders.local import LocalEmbedder
 from docingest.pipeline.search import SearchMode, SearchRequest, resolve_target, search
@@ -176,7 +177,7 @@ def run_modes(
             response = search(store, target, request, query_cache=cache)
             rankings[query_id] = [result.document_id for result in response.results]
             took.append(response.took_ms)
-        results[mode] = (*evaluate(rankings, data.qrels), statistics.median(took))
+        results[mode] = (*mean_ndcg_and_recall(rankings, data.qrels), statistics.median(took))
     return results
 
 
@@ -275,10 +276,10 @@ def main() -> None:
         print("\nRe-fused offline from the same candidates (50 per retriever):")
         print("\n| fusion | nDCG@10 | R@10 |\n|---|---:|---:|")
         for k in (1, 10, 20, 40, 60, 100):
-            ndcg, recall = evaluate(fused(lists, rrf(k)), data.qrels)
+            ndcg, recall = mean_ndcg_and_recall(fused(lists, rrf(k)), data.qrels)
             print(f"| RRF k={k} | {ndcg:.3f} | {recall:.3f} |")
         for weight in (0.6, 0.8, 1.2, 1.4):
-            ndcg, recall = evaluate(fused(lists, rrf(60, weight)), data.qrels)
+            ndcg, recall = mean_ndcg_and_recall(fused(lists, rrf(60, weight)), data.qrels)
             label = f"RRF k=60, weights dense {weight:.1f} / keyword {2 - weight:.1f}"
             print(f"| {label} | {ndcg:.3f} | {recall:.3f} |")
 
