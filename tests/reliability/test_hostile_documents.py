@@ -25,10 +25,12 @@ def test_a_limit_out_of_bounds_is_refused(api: Api, limit: str) -> None:  # noqa
 
 
 CURSORS = [
-    "x", "c1.", "c1.====", "c1.%%%", "c2." + base64.urlsafe_b64encode(b"doc").decode(),
-    "c1." + base64.urlsafe_b64encode(b"\xff\xfe").decode(),  # not UTF-8
-    "c1." + base64.urlsafe_b64encode(b"doc\x00\x07").decode(),  # control characters
-    "c1." + "QUFB" * 900,  # longer than any id
+    "x", "c1.", "c1.====", "c1.%%%", "c2.", "c2..", "c2.%%%.AAAA",
+    "c1." + base64.urlsafe_b64encode(b"doc").decode(),  # the unchecked format of old
+    "c2." + base64.urlsafe_b64encode(b"doc").decode(),  # no check
+    "c2." + base64.urlsafe_b64encode(b"\xff\xfe").decode().rstrip("=") + ".AAAA",  # not UTF-8
+    "c2." + base64.urlsafe_b64encode(b"doc\x00\x07").decode().rstrip("=") + ".AAAA",  # controls
+    "c2." + "QUFB" * 900 + ".AAAA",  # longer than any id
 ]  # fmt: skip
 
 
