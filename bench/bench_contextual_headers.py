@@ -17,19 +17,18 @@ vector and hybrid mode; nDCG@10 and R@10 as in bench/_common.py. Results: BENCHM
 from __future__ import annotations
 
 import argparse
-import collections
-import csv
-import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import find_corpus, machine
 
-from docingest.evaluate import mean_ndcg_and_recall
+from docingest.beir import load_test_set, read_corpus
+from docingest.evaluate import mean_ndcg_and_recall, qrels_documents
 from docingest.pipeline.chunking import Chunk, chunk_text
 from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
 from docingest.pipeline.embedders.local import LocalEmbedder
@@ -42,25 +41,15 @@ from docingest.pipeline.store import ChunkRecord, DocumentFields, IndexConfig, V
 MODES: tuple[SearchMode, ...] = ("vector", "hybrid")
 
 
-def load(folder: Path, limit_docs: int | None) -> tuple[list[dict[str, str]], dict, dict]:
-    docs = [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as file:
-        rows = csv.reader(file, delimiter="\t")
-        next(rows)
-        for query_id, doc_id, score in rows:
-            qrels[query_id][doc_id] = int(score)
+def load(folder: Path, limit_docs: int | None) -> tuple[list[dict[str, Any]], dict, dict]:
+    docs = list(read_corpus(folder / "corpus.jsonl"))
+    test = load_test_set(folder)
     if limit_docs is not None:  # every judged document, then distractors in corpus order
-        judged = {doc_id for judgments in qrels.values() for doc_id in judgments}
+        judged = qrels_documents(test.qrels)
         others = [doc["_id"] for doc in docs if doc["_id"] not in judged]
         kept = judged | set(others[: max(limit_docs - len(judged), 0)])
         docs = [doc for doc in docs if doc["_id"] in kept]
-    queries = {}
-    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        query = json.loads(line)
-        if query["_id"] in qrels:
-            queries[query["_id"]] = query["text"]
-    return docs, queries, dict(qrels)
+    return docs, test.queries, test.qrels
 
 
 def document_file(doc: dict[str, str]) -> tuple[str, str]:

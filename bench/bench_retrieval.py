@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
-import json
 import math
 import os
 import re
@@ -45,17 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import find_corpus, machine
 
-from docingest.evaluate import mean_ndcg_and_recall
+from docingest.beir import load_test_set, read_corpus
+from docingest.evaluate import mean_ndcg_and_recall, qrels_documents
 from docingest.pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder
 
 DATASETS = {"scifact": "scifact", "cranfield": "cranfield/beir"}
 TOP_K = 10
 RRF_K = 60
 RRF_DEPTH = 100
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
 
 
 @dataclass
@@ -69,15 +64,11 @@ class Dataset:
 
 def load_dataset(name: str, root: Path, limit_docs: int | None) -> Dataset:
     folder = root / DATASETS[name]
-    docs = [json.loads(line) for line in _lines(folder / "corpus.jsonl")]
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as file:
-        rows = csv.reader(file, delimiter="\t")
-        next(rows)
-        for query_id, doc_id, score in rows:
-            qrels[query_id][doc_id] = int(score)
+    docs = list(read_corpus(folder / "corpus.jsonl"))
+    test = load_test_set(folder)
+    qrels, queries = test.qrels, test.queries
     if limit_docs is not None:
-        judged = {doc_id for judgments in qrels.values() for doc_id in judgments}
+        judged = qrels_documents(qrels)
         judged_docs = [doc for doc in docs if doc["_id"] in judged][:limit_docs]
         others = [doc for doc in docs if doc["_id"] not in judged]
         kept = judged_docs + others[: limit_docs - len(judged_docs)]
@@ -87,18 +78,14 @@ def load_dataset(name: str, root: Path, limit_docs: int | None) -> Dataset:
             query_id: {doc_id: s for doc_id, s in judgments.items() if doc_id in kept_ids}
             for query_id, judgments in qrels.items()
         }
-        qrels = {q: j for q, j in qrels.items() if any(s > 0 for s in j.values())}
-    queries = {}
-    for line in _lines(folder / "queries.jsonl"):
-        query = json.loads(line)
-        if query["_id"] in qrels:
-            queries[query["_id"]] = query["text"]
+        qrels = {q: j for q, j in qrels.items() if j}  # queries left with a relevant document
+        queries = {q: text for q, text in queries.items() if q in qrels}
     return Dataset(
         name=name,
         doc_ids=[doc["_id"] for doc in docs],
         doc_texts=[f"{doc['title']} {doc['text']}".strip() for doc in docs],
         queries=queries,
-        qrels=dict(qrels),
+        qrels=qrels,
     )
 
 

@@ -27,8 +27,6 @@ reading: BENCHMARKS.md, "Retrieval quality by search mode".
 from __future__ import annotations
 
 import argparse
-import collections
-import csv
 import hashlib
 import json
 import os
@@ -46,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import find_corpus, machine
 
-from docingest.evaluate import mean_ndcg_and_recall
+from docingest.beir import load_test_set, read_corpus
+from docingest.evaluate import mean_ndcg_and_recall, qrels_documents
 from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
 from docingest.pipeline.embedders.local import LocalEmbedder
 from docingest.pipeline.search import SearchMode, SearchRequest, resolve_target, search
@@ -77,28 +76,18 @@ class Dataset:
 
 
 def load_scifact(folder: Path, limit_docs: int | None) -> Dataset:
-    raw = (folder / "corpus.jsonl").read_bytes()
-    docs = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as file:
-        rows = csv.reader(file, delimiter="\t")
-        next(rows)
-        for query_id, doc_id, score in rows:
-            qrels[query_id][doc_id] = int(score)
+    raw = (folder / "corpus.jsonl").read_bytes()  # for the cache's digest
+    docs = list(read_corpus(folder / "corpus.jsonl"))
+    test = load_test_set(folder)
     if limit_docs is not None:  # every judged document, then distractors in corpus order
-        judged = {doc_id for judgments in qrels.values() for doc_id in judgments}
+        judged = qrels_documents(test.qrels)
         others = [doc["_id"] for doc in docs if doc["_id"] not in judged]
         kept = judged | set(others[: max(limit_docs - len(judged), 0)])
         docs = [doc for doc in docs if doc["_id"] in kept]
-    queries = {}
-    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        query = json.loads(line)
-        if query["_id"] in qrels:
-            queries[query["_id"]] = query["text"]
     ids = [doc["_id"] for doc in docs]
     digest = hashlib.sha256(raw + json.dumps(ids).encode()).hexdigest()
     texts = [f"{doc['title']} {doc['text']}".strip() for doc in docs]
-    return Dataset(ids, texts, queries, dict(qrels), digest)
+    return Dataset(ids, texts, test.queries, test.qrels, digest)
 
 
 def document_vectors(data: Dataset, embedder: LocalEmbedder) -> np.ndarray:

@@ -134,6 +134,9 @@ def test_reading_a_beir_folder(dataset: Path) -> None:
     assert set(test.queries) == {"q1", "q2", "q3"}  # judged queries only
     assert test.qrels["q2"] == {"201": 2, "202": 1}
     assert test.qrels["q3"] == {"302": 1}  # a 0 judgment is not relevant
+    records = list(beir.read_corpus(dataset / "corpus.jsonl"))
+    assert [r["_id"] for r in records] == list(CORPUS)  # in file order
+    assert records[0]["title"] == "Lunar regolith"
     assert beir.corpus_text({"_id": "1", "title": "T", "text": "body"}) == "T\n\nbody\n"
     assert beir.corpus_text({"_id": "1", "text": "body"}) == "body\n"
 
@@ -147,6 +150,9 @@ def test_a_broken_beir_folder_says_where(tmp_path: Path) -> None:
     (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
     with pytest.raises(ValueError, match="not in queries.jsonl"):
         beir.load_test_set(tmp_path)
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "1", "text": "x"}\n\n{"text": "no id"}\n')
+    with pytest.raises(ValueError, match="corpus.jsonl:3"):
+        list(beir.read_corpus(tmp_path / "corpus.jsonl"))
 
 
 # --- the command against a real service ---------------------------------------------------
