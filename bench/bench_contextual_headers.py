@@ -44,7 +44,7 @@ MODES: tuple[SearchMode, ...] = ("vector", "hybrid")
 def load(folder: Path, limit_docs: int | None) -> tuple[list[dict[str, Any]], dict, dict]:
     docs = list(read_corpus(folder / "corpus.jsonl"))
     test = load_test_set(folder)
-    if limit_docs is not None:  # every judged document, then distractors in corpus order
+    if limit_docs is not None:  # every relevant document, then distractors in corpus order
         judged = qrels_documents(test.qrels)
         others = [doc["_id"] for doc in docs if doc["_id"] not in judged]
         kept = judged | set(others[: max(limit_docs - len(judged), 0)])

@@ -8,9 +8,10 @@ For each dataset under `<corpus>/retrieval` (SciFact; Cranfield in `cranfield/be
 sorted by length and padded per batch as in the service), embed each test query alone with
 `embed_query`, rank all documents by exact cosine similarity in numpy and score the top 10.
 
-- nDCG@10 as trec_eval / BEIR compute it: gain = graded relevance (linear), log2 discount,
-  ideal DCG from every judged document of the query. (`bm25_sanity_check.py` uses 2^rel - 1
-  gains, which differ on Cranfield's graded judgments, not on SciFact's binary ones.)
+- nDCG@10 as trec_eval / BEIR compute it (`docingest.evaluate`): gain = graded relevance
+  (linear), log2 discount, ideal DCG from every judged-relevant document of the query.
+  (`bm25_sanity_check.py` uses 2^rel - 1 gains, which differ on Cranfield's graded judgments,
+  not on SciFact's binary ones.)
 - R@10: relevant documents (score > 0) in the top 10 / relevant documents of the query.
 - docs/s: documents embedded per second (wall clock, model already loaded); CPU ms/doc: process
   CPU time per document (steadier than wall clock when other processes share the cores);
@@ -19,9 +20,9 @@ sorted by length and padded per batch as in the service), embed each test query 
   stemming), scored with the same metric code; RRF: reciprocal rank fusion (k = 60) of the
   BM25 and dense top 100, for reference.
 
-`--limit-docs N` keeps every document judged for a test query, then fills up to N documents in
-corpus order: fewer distractors, so scores are higher than on the full set and only comparable
-between runs of the same subset.
+`--limit-docs N` keeps every document judged relevant to a test query, then fills up to N
+documents in corpus order: fewer distractors, so scores are higher than on the full set and only
+comparable between runs of the same subset.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ the local model (all-MiniLM-L6-v2) and keyword-encoded with
 keyed by model, sequence length and the corpus's sha256, so a rerun skips the embedding (21 minutes
 for all 5,183 on 2 shared cores).
 
-- nDCG@10 (BEIR / trec_eval): linear gain, log2 discount, ideal DCG from every judged document.
+- nDCG@10 (BEIR / trec_eval, `docingest.evaluate`): linear gain, log2 discount, ideal DCG
+  from every judged-relevant document.
 - R@10: relevant documents in the top 10 / relevant documents of the query.
 
 Then the diagnosis behind the defaults, on the same candidate lists (`store.query_both`, 50
@@ -79,7 +80,7 @@ def load_scifact(folder: Path, limit_docs: int | None) -> Dataset:
     raw = (folder / "corpus.jsonl").read_bytes()  # for the cache's digest
     docs = list(read_corpus(folder / "corpus.jsonl"))
     test = load_test_set(folder)
-    if limit_docs is not None:  # every judged document, then distractors in corpus order
+    if limit_docs is not None:  # every relevant document, then distractors in corpus order
         judged = qrels_documents(test.qrels)
         others = [doc["_id"] for doc in docs if doc["_id"] not in judged]
         kept = judged | set(others[: max(limit_docs - len(judged), 0)])
