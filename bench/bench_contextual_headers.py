@@ -17,18 +17,18 @@ vector and hybrid mode; nDCG@10 and R@10 as in bench/_common.py. Results: BENCHM
 from __future__ import annotations
 
 import argparse
-import collections
-import csv
-import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import evaluate, find_corpus, machine
+from _common import find_corpus, machine
 
+from docingest.beir import load_test_set, read_corpus
+from docingest.evaluate import mean_ndcg_and_recall, qrels_documents
 from docingest.pipeline.chunking import Chunk, chunk_text
 from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
 from docingest.pipeline.embedders.local import LocalEmbedder
@@ -41,25 +41,15 @@ from docingest.pipeline.store import ChunkRecord, DocumentFields, IndexConfig, V
 MODES: tuple[SearchMode, ...] = ("vector", "hybrid")
 
 
-def load(folder: Path, limit_docs: int | None) -> tuple[list[dict[str, str]], dict, dict]:
-    docs = [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as file:
-        rows = csv.reader(file, delimiter="\t")
-        next(rows)
-        for query_id, doc_id, score in rows:
-            qrels[query_id][doc_id] = int(score)
-    if limit_docs is not None:  # every judged document, then distractors in corpus order
-        judged = {doc_id for judgments in qrels.values() for doc_id in judgments}
+def load(folder: Path, limit_docs: int | None) -> tuple[list[dict[str, Any]], dict, dict]:
+    docs = list(read_corpus(folder / "corpus.jsonl"))
+    test = load_test_set(folder)
+    if limit_docs is not None:  # every relevant document, then distractors in corpus order
+        judged = qrels_documents(test.qrels)
         others = [doc["_id"] for doc in docs if doc["_id"] not in judged]
         kept = judged | set(others[: max(limit_docs - len(judged), 0)])
         docs = [doc for doc in docs if doc["_id"] in kept]
-    queries = {}
-    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        query = json.loads(line)
-        if query["_id"] in qrels:
-            queries[query["_id"]] = query["text"]
-    return docs, queries, dict(qrels)
+    return docs, test.queries, test.qrels
 
 
 def document_file(doc: dict[str, str]) -> tuple[str, str]:
@@ -158,7 +148,7 @@ def main() -> None:
                         store, SearchTarget(name, embedder), request, query_cache=cache
                     )
                     rankings[query_id] = [result.document_id for result in response.results]
-                ndcg, recall = evaluate(rankings, qrels)
+                ndcg, recall = mean_ndcg_and_recall(rankings, qrels)
                 print(f"headers={str(headers).lower():5} {mode:7} nDCG@10 {ndcg:.4f} "
                       f"R@10 {recall:.4f}  (built in {seconds:.0f} s)")  # fmt: skip
     print(f"load average at the end {os.getloadavg()[0]:.1f}")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from _common import find_corpus  # noqa: E402
 
-from docingest.beir import load_test_set  # noqa: E402
+from docingest.beir import load_test_set, read_corpus  # noqa: E402
 from docingest.evaluate import ndcg_at, recall_at  # noqa: E402
 
 Hit = tuple[str, int, float]  # document id, chunk index, score
@@ -148,8 +148,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="keep the fetched lists in this JSON file")
     args = parser.parse_args()
     test = load_test_set(args.dataset, split=args.split)
-    with (args.dataset / "corpus.jsonl").open() as handle:
-        corpus = [json.loads(line)["_id"] for line in handle]
+    corpus = [str(record["_id"]) for record in read_corpus(args.dataset / "corpus.jsonl")]
     have = set(corpus[: args.first_documents] if args.first_documents else corpus)
     queries = [q for q in test.queries if set(test.qrels[q]) <= have]
     print(f"{len(queries)} {args.split} queries whose judged documents are all in the index")

@@ -33,8 +33,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import evaluate, find_corpus, machine
+from _common import find_corpus, machine
 from bench_retrieval import bm25_rankings, load_dataset
+
+from docingest.evaluate import mean_ndcg_and_recall
 
 SIGNALS = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
 RRF_K = 60
@@ -78,7 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     data = load_dataset("scifact", find_corpus() / "retrieval", None)
     first = bm25_rankings(data, depth=max(args.candidates))
-    base = evaluate(first, data.qrels)
+    base = mean_ndcg_and_recall(first, data.qrels)
     print(f"# {machine()}, load {os.getloadavg()[0]:.1f}")
     print(f"# SciFact test, {len(data.queries)} queries; BM25 nDCG@10 {base[0]:.3f}")
     print(f"# correlated re-ranker: {args.correlated}; seeds: {args.seeds}")
@@ -90,7 +92,7 @@ def main() -> None:
     for candidates in args.candidates:
         for signal in SIGNALS:
             rows = [
-                (evaluate(replace, data.qrels), evaluate(fuse, data.qrels))
+                (mean_ndcg_and_recall(replace, data.qrels), mean_ndcg_and_recall(fuse, data.qrels))
                 for replace, fuse in (
                     rerank_runs(
                         first,

@@ -33,9 +33,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import evaluate, find_corpus, machine
+from _common import find_corpus, machine
 from bench_retrieval import load_dataset
 
+from docingest.evaluate import mean_ndcg_and_recall
 from docingest.pipeline.embedders.base import EmbeddingConfig
 from docingest.pipeline.rerank import RerankDefaults, Reranker, RerankSpec, build_reranker
 from docingest.pipeline.search import Reranking, SearchTarget, search
@@ -161,7 +162,7 @@ def main() -> None:
     print("| variant | nDCG@10 | R@10 | rerank failures |")
     print("|---|---:|---:|---:|")
     for name in variants:
-        ndcg, recall = evaluate(rankings[name], qrels)
+        ndcg, recall = mean_ndcg_and_recall(rankings[name], qrels)
         print(f"| {name} | {ndcg:.3f} | {recall:.3f} | {failures[name]} |")
 
 

@@ -8,9 +8,10 @@ For each dataset under `<corpus>/retrieval` (SciFact; Cranfield in `cranfield/be
 sorted by length and padded per batch as in the service), embed each test query alone with
 `embed_query`, rank all documents by exact cosine similarity in numpy and score the top 10.
 
-- nDCG@10 as trec_eval / BEIR compute it: gain = graded relevance (linear), log2 discount,
-  ideal DCG from every judged document of the query. (`bm25_sanity_check.py` uses 2^rel - 1
-  gains, which differ on Cranfield's graded judgments, not on SciFact's binary ones.)
+- nDCG@10 as trec_eval / BEIR compute it (`docingest.evaluate`): gain = graded relevance
+  (linear), log2 discount, ideal DCG from every judged-relevant document of the query.
+  (`bm25_sanity_check.py` uses 2^rel - 1 gains, which differ on Cranfield's graded judgments,
+  not on SciFact's binary ones.)
 - R@10: relevant documents (score > 0) in the top 10 / relevant documents of the query.
 - docs/s: documents embedded per second (wall clock, model already loaded); CPU ms/doc: process
   CPU time per document (steadier than wall clock when other processes share the cores);
@@ -19,17 +20,15 @@ sorted by length and padded per batch as in the service), embed each test query 
   stemming), scored with the same metric code; RRF: reciprocal rank fusion (k = 60) of the
   BM25 and dense top 100, for reference.
 
-`--limit-docs N` keeps every document judged for a test query, then fills up to N documents in
-corpus order: fewer distractors, so scores are higher than on the full set and only comparable
-between runs of the same subset.
+`--limit-docs N` keeps every document judged relevant to a test query, then fills up to N
+documents in corpus order: fewer distractors, so scores are higher than on the full set and only
+comparable between runs of the same subset.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import csv
-import json
 import math
 import os
 import re
@@ -43,18 +42,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import evaluate, find_corpus, machine
+from _common import find_corpus, machine
 
+from docingest.beir import load_test_set, read_corpus
+from docingest.evaluate import mean_ndcg_and_recall, qrels_documents
 from docingest.pipeline.embedders.local import DEFAULT_MAX_SEQ_LENGTH, LocalEmbedder
 
 DATASETS = {"scifact": "scifact", "cranfield": "cranfield/beir"}
 TOP_K = 10
 RRF_K = 60
 RRF_DEPTH = 100
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
 
 
 @dataclass
@@ -68,15 +65,11 @@ class Dataset:
 
 def load_dataset(name: str, root: Path, limit_docs: int | None) -> Dataset:
     folder = root / DATASETS[name]
-    docs = [json.loads(line) for line in _lines(folder / "corpus.jsonl")]
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as file:
-        rows = csv.reader(file, delimiter="\t")
-        next(rows)
-        for query_id, doc_id, score in rows:
-            qrels[query_id][doc_id] = int(score)
+    docs = list(read_corpus(folder / "corpus.jsonl"))
+    test = load_test_set(folder)
+    qrels, queries = test.qrels, test.queries
     if limit_docs is not None:
-        judged = {doc_id for judgments in qrels.values() for doc_id in judgments}
+        judged = qrels_documents(qrels)
         judged_docs = [doc for doc in docs if doc["_id"] in judged][:limit_docs]
         others = [doc for doc in docs if doc["_id"] not in judged]
         kept = judged_docs + others[: limit_docs - len(judged_docs)]
@@ -86,18 +79,14 @@ def load_dataset(name: str, root: Path, limit_docs: int | None) -> Dataset:
             query_id: {doc_id: s for doc_id, s in judgments.items() if doc_id in kept_ids}
             for query_id, judgments in qrels.items()
         }
-        qrels = {q: j for q, j in qrels.items() if any(s > 0 for s in j.values())}
-    queries = {}
-    for line in _lines(folder / "queries.jsonl"):
-        query = json.loads(line)
-        if query["_id"] in qrels:
-            queries[query["_id"]] = query["text"]
+        qrels = {q: j for q, j in qrels.items() if j}  # queries left with a relevant document
+        queries = {q: text for q, text in queries.items() if q in qrels}
     return Dataset(
         name=name,
         doc_ids=[doc["_id"] for doc in docs],
         doc_texts=[f"{doc['title']} {doc['text']}".strip() for doc in docs],
         queries=queries,
-        qrels=dict(qrels),
+        qrels=qrels,
     )
 
 
@@ -211,7 +200,7 @@ def main() -> None:
     for name in args.dataset or sorted(DATASETS, reverse=True):
         data = load_dataset(name, root, args.limit_docs)
         bm25 = bm25_rankings(data, RRF_DEPTH)
-        print(row(data, "BM25 (no stemming)", evaluate(bm25, data.qrels)), flush=True)
+        print(row(data, "BM25 (no stemming)", mean_ndcg_and_recall(bm25, data.qrels)), flush=True)
         for max_seq_length in args.max_seq_length:
             embedder = LocalEmbedder.load(threads=args.threads, max_seq_length=max_seq_length)
             run = dense_run(data, embedder)
@@ -222,9 +211,9 @@ def main() -> None:
                 f"{run.query_ms:.1f}",
                 f"{os.getloadavg()[0]:.1f}",
             )
-            scores = evaluate(run.rankings, data.qrels)
+            scores = mean_ndcg_and_recall(run.rankings, data.qrels)
             print(row(data, f"MiniLM int8 @{max_seq_length}", scores, *timing), flush=True)
-            fused = evaluate(rrf(bm25, run.rankings), data.qrels)
+            fused = mean_ndcg_and_recall(rrf(bm25, run.rankings), data.qrels)
             print(row(data, f"RRF(BM25, MiniLM @{max_seq_length})", fused), flush=True)
 
 

@@ -14,7 +14,8 @@ the local model (all-MiniLM-L6-v2) and keyword-encoded with
 keyed by model, sequence length and the corpus's sha256, so a rerun skips the embedding (21 minutes
 for all 5,183 on 2 shared cores).
 
-- nDCG@10 (BEIR / trec_eval): linear gain, log2 discount, ideal DCG from every judged document.
+- nDCG@10 (BEIR / trec_eval, `docingest.evaluate`): linear gain, log2 discount, ideal DCG
+  from every judged-relevant document.
 - R@10: relevant documents in the top 10 / relevant documents of the query.
 
 Then the diagnosis behind the defaults, on the same candidate lists (`store.query_both`, 50
@@ -27,8 +28,6 @@ reading: BENCHMARKS.md, "Retrieval quality by search mode".
 from __future__ import annotations
 
 import argparse
-import collections
-import csv
 import hashlib
 import json
 import os
@@ -44,8 +43,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import evaluate, find_corpus, machine
+from _common import find_corpus, machine
 
+from docingest.beir import load_test_set, read_corpus
+from docingest.evaluate import mean_ndcg_and_recall, qrels_documents
 from docingest.pipeline.embedders.base import EmbeddingConfig, QueryCache
 from docingest.pipeline.embedders.local import LocalEmbedder
 from docingest.pipeline.search import SearchMode, SearchRequest, resolve_target, search
@@ -76,28 +77,18 @@ class Dataset:
 
 
 def load_scifact(folder: Path, limit_docs: int | None) -> Dataset:
-    raw = (folder / "corpus.jsonl").read_bytes()
-    docs = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as file:
-        rows = csv.reader(file, delimiter="\t")
-        next(rows)
-        for query_id, doc_id, score in rows:
-            qrels[query_id][doc_id] = int(score)
-    if limit_docs is not None:  # every judged document, then distractors in corpus order
-        judged = {doc_id for judgments in qrels.values() for doc_id in judgments}
+    raw = (folder / "corpus.jsonl").read_bytes()  # for the cache's digest
+    docs = list(read_corpus(folder / "corpus.jsonl"))
+    test = load_test_set(folder)
+    if limit_docs is not None:  # every relevant document, then distractors in corpus order
+        judged = qrels_documents(test.qrels)
         others = [doc["_id"] for doc in docs if doc["_id"] not in judged]
         kept = judged | set(others[: max(limit_docs - len(judged), 0)])
         docs = [doc for doc in docs if doc["_id"] in kept]
-    queries = {}
-    for line in (folder / "queries.jsonl").read_text(encoding="utf-8").splitlines():
-        query = json.loads(line)
-        if query["_id"] in qrels:
-            queries[query["_id"]] = query["text"]
     ids = [doc["_id"] for doc in docs]
     digest = hashlib.sha256(raw + json.dumps(ids).encode()).hexdigest()
     texts = [f"{doc['title']} {doc['text']}".strip() for doc in docs]
-    return Dataset(ids, texts, queries, dict(qrels), digest)
+    return Dataset(ids, texts, test.queries, test.qrels, digest)
 
 
 def document_vectors(data: Dataset, embedder: LocalEmbedder) -> np.ndarray:
@@ -176,7 +167,7 @@ def run_modes(
             response = search(store, target, request, query_cache=cache)
             rankings[query_id] = [result.document_id for result in response.results]
             took.append(response.took_ms)
-        results[mode] = (*evaluate(rankings, data.qrels), statistics.median(took))
+        results[mode] = (*mean_ndcg_and_recall(rankings, data.qrels), statistics.median(took))
     return results
 
 
@@ -275,10 +266,10 @@ def main() -> None:
         print("\nRe-fused offline from the same candidates (50 per retriever):")
         print("\n| fusion | nDCG@10 | R@10 |\n|---|---:|---:|")
         for k in (1, 10, 20, 40, 60, 100):
-            ndcg, recall = evaluate(fused(lists, rrf(k)), data.qrels)
+            ndcg, recall = mean_ndcg_and_recall(fused(lists, rrf(k)), data.qrels)
             print(f"| RRF k={k} | {ndcg:.3f} | {recall:.3f} |")
         for weight in (0.6, 0.8, 1.2, 1.4):
-            ndcg, recall = evaluate(fused(lists, rrf(60, weight)), data.qrels)
+            ndcg, recall = mean_ndcg_and_recall(fused(lists, rrf(60, weight)), data.qrels)
             label = f"RRF k=60, weights dense {weight:.1f} / keyword {2 - weight:.1f}"
             print(f"| {label} | {ndcg:.3f} | {recall:.3f} |")
 

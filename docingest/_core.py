@@ -216,7 +216,10 @@ def transport_error(exc: httpx.TransportError, base_url: str) -> DocingestError:
 class RetryPolicy:
     """Retry an answer of `statuses` (429 and 503 by default) up to `max_retries` times,
     waiting what `Retry-After` says, or an exponential backoff where it says nothing; a wait
-    longer than `max_wait` is not taken (the error is raised with its `retry_after`)."""
+    longer than `max_wait` is not taken (the error is raised with its `retry_after`).
+
+    The client's policy for its requests to the service; the service's own retries of its
+    providers are `docingest.pipeline.embedders.backoff.ProviderRetryPolicy`."""
 
     max_retries: int = 3
     statuses: frozenset[int] = frozenset({429, 503})

@@ -83,6 +83,12 @@ def load_test_set(folder: Path, *, split: str = "test", qrels: Path | None = Non
     return TestSet({qid: queries[qid] for qid in judgments}, judgments)
 
 
+def read_corpus(path: Path) -> Iterator[dict[str, Any]]:
+    """Each record of a `corpus.jsonl` in file order (`{"_id", "title", "text"}`); `ValueError`
+    names the line of one that is not a JSON object with an `_id`."""
+    return _jsonl(path)
+
+
 def corpus_text(record: dict[str, Any]) -> str:
     """A corpus record as the .txt a user would upload: its title, a blank line, its text."""
     title = str(record.get("title") or "").strip()

@@ -3,8 +3,9 @@
     docingest eval ../shared/corpus/retrieval/scifact --index scifact \
         --ingest ../shared/corpus/retrieval/scifact/corpus.jsonl
 
-loads the corpus through the service first (resumable), then prints nDCG@10, recall@10/100,
-MRR@10, latency and the queries each variant wins or loses against the baseline.
+loads the corpus through the service first (resumable), then prints nDCG@10 (linear gain, as
+trec_eval), recall@10/100, MRR@10, latency and the queries each variant wins or loses against
+the baseline.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ if TYPE_CHECKING:
 
 def add_eval_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
-        "eval", help="measure retrieval quality of an index on a BEIR-layout query set"
+        "eval",
+        help="measure retrieval quality of an index on a BEIR-layout query set",
+        description=(
+            "Measure retrieval quality of an index on a BEIR-layout query set: nDCG@10 with "
+            "linear gain, as trec_eval (and pytrec_eval, BEIR) computes it, recall@10 and "
+            "@100 over the documents judged relevant (grade > 0), MRR@10, and latency."
+        ),
     )
     parser.add_argument(
         "dataset", type=Path, help="folder with queries.jsonl and qrels/<split>.tsv"

@@ -5,9 +5,13 @@ figures at 10 and the latency (the search a user makes), and top 100 for recall@
 top_k also widens each retriever's candidate list, which could move the top 10). Both ask for
 one chunk per document, so a ranking is a ranking of documents, as the judgments are.
 
-Metrics are the usual TREC definitions (as in `pytrec_eval`, which BEIR uses): nDCG@10 with
-graded gains and log2 discounts, recall@k over the judged relevant documents, and MRR@10 (the
-reciprocal rank of the first relevant document within the top 10, else 0).
+The metrics are the project's only implementation (the bench scripts use them too), with
+trec_eval's definitions, as `pytrec_eval` and BEIR compute them: nDCG@k with linear gain (a
+document's grade is its gain, not 2^grade - 1), a log2 discount and the ideal ranking of every
+judged-relevant document; recall@k over the judged-relevant documents; MRR@10, the reciprocal
+rank of the first relevant document within the top 10, else 0. A document is relevant when its
+grade is above 0; a grade of 0 or below (judged not relevant) counts as unjudged. On binary
+judgments linear and exponential gain agree; on graded ones (Cranfield's 0-4) they do not.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,27 +45,51 @@ class Variant:
         return f"{self.mode}+rerank" if self.rerank else f"{self.mode}-rerank"
 
 
-def ndcg_at(ranking: Sequence[str], relevant: dict[str, int], k: int = 10) -> float:
+def ndcg_at(ranking: Sequence[str], judgments: Mapping[str, int], k: int = 10) -> float:
+    """nDCG@k with linear gain, as trec_eval's `ndcg_cut` (0 when nothing is relevant)."""
     dcg = sum(
-        (2 ** relevant.get(doc, 0) - 1) / math.log2(rank + 2)
-        for rank, doc in enumerate(ranking[:k])
+        _gain(judgments.get(doc, 0)) / math.log2(rank + 2) for rank, doc in enumerate(ranking[:k])
     )
-    ideal = sorted(relevant.values(), reverse=True)[:k]
-    idcg = sum((2**gain - 1) / math.log2(rank + 2) for rank, gain in enumerate(ideal))
+    ideal = sorted((_gain(grade) for grade in judgments.values()), reverse=True)[:k]
+    idcg = sum(gain / math.log2(rank + 2) for rank, gain in enumerate(ideal) if gain)
     return dcg / idcg if idcg else 0.0
 
 
-def recall_at(ranking: Sequence[str], relevant: dict[str, int], k: int) -> float:
+def recall_at(ranking: Sequence[str], judgments: Mapping[str, int], k: int) -> float:
+    """The share of the relevant documents found in the top k (0 when none is relevant)."""
+    relevant = relevant_documents(judgments)
     if not relevant:
         return 0.0
-    return len(set(ranking[:k]) & relevant.keys()) / len(relevant)
+    return len(relevant.intersection(ranking[:k])) / len(relevant)
 
 
-def mrr_at(ranking: Sequence[str], relevant: dict[str, int], k: int = 10) -> float:
+def mrr_at(ranking: Sequence[str], judgments: Mapping[str, int], k: int = 10) -> float:
+    """The reciprocal rank of the first relevant document in the top k, else 0."""
     for rank, doc in enumerate(ranking[:k]):
-        if doc in relevant:
+        if judgments.get(doc, 0) > 0:
             return 1.0 / (rank + 1)
     return 0.0
+
+
+def mean_ndcg_and_recall(
+    rankings: Mapping[str, Sequence[str]], qrels: Qrels, *, k: int = 10
+) -> tuple[float, float]:
+    """Mean nDCG@k and recall@k over the judged queries (a query left unranked scores 0)."""
+    if not qrels:
+        return 0.0, 0.0
+    ndcgs = [ndcg_at(rankings.get(query, []), judged, k) for query, judged in qrels.items()]
+    recalls = [recall_at(rankings.get(query, []), judged, k) for query, judged in qrels.items()]
+    return statistics.fmean(ndcgs), statistics.fmean(recalls)
+
+
+def relevant_documents(judgments: Mapping[str, int]) -> set[str]:
+    """The documents judged relevant (grade above 0)."""
+    return {doc for doc, grade in judgments.items() if grade > 0}
+
+
+def _gain(grade: int) -> int:
+    # trec_eval gives a document judged non-relevant (0, or a negative grade) no gain.
+    return max(grade, 0)
 
 
 @dataclass

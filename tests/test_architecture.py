@@ -20,6 +20,8 @@ from tests.support.paths import REPO_DIR
 PACKAGE = REPO_DIR / "docingest"
 PIPELINE = PACKAGE / "pipeline"
 SERVICE_PACKAGES = ("api", "workers", "pipeline")
+SHARED_PACKAGE = "common"
+"""What the client and the service share: neither a client module nor a service package."""
 MAX_ROOT_MODULES = 14
 MAX_MODULE_LINES = 450
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -142,6 +144,9 @@ def test_a_planted_cycle_breaks_the_pipeline_layers(
         ("docingest/workers/tasks.py", "docingest._client", "service-imports-no-client"),
         ("docingest/pipeline/keys.py", "docingest.workers.app", "layers"),
         ("docingest/_client.py", "docingest.pipeline.settings", "sdk-stays-light"),
+        ("docingest/common/addresses.py", "docingest.pipeline.errors", "common-stands-alone"),
+        ("docingest/common/addresses.py", "docingest.errors", "common-stands-alone"),
+        ("docingest/common/addresses.py", "httpx", "common-stands-alone"),
     ],
 )
 def test_a_planted_import_breaks_the_contract_that_forbids_it(
@@ -152,19 +157,53 @@ def test_a_planted_import_breaks_the_contract_that_forbids_it(
     assert f"{_contract_name(contract)} BROKEN" in output
 
 
-def test_the_service_is_forbidden_every_client_module() -> None:
-    """`service-imports-no-client` lists the package's other modules by name (import-linter has
-    no "all but"), so a new client module must join the list."""
+def _forbidden_modules(contract_id: str) -> set[str]:
     config = tomllib.loads((REPO_DIR / "pyproject.toml").read_text(encoding="utf-8"))
     contracts = config["tool"]["importlinter"]["contracts"]
-    contract = next(c for c in contracts if c["id"] == "service-imports-no-client")
-    children = {
+    contract = next(c for c in contracts if c["id"] == contract_id)
+    return {name.removeprefix("docingest.") for name in contract["forbidden_modules"]}
+
+
+def _children() -> set[str]:
+    """The names of the package's modules and subpackages."""
+    return {
         path.stem if path.suffix == ".py" else path.name
         for path in PACKAGE.iterdir()
         if (path.suffix == ".py" or (path / "__init__.py").is_file()) and path.stem != "__init__"
     }
-    listed = {name.removeprefix("docingest.") for name in contract["forbidden_modules"]}
-    assert listed == children - set(SERVICE_PACKAGES)
+
+
+def test_the_service_is_forbidden_every_client_module() -> None:
+    """`service-imports-no-client` lists the package's other modules by name (import-linter has
+    no "all but"), so a new client module must join the list."""
+    listed = _forbidden_modules("service-imports-no-client")
+    assert listed == _children() - set(SERVICE_PACKAGES) - {SHARED_PACKAGE}
+
+
+def test_the_shared_package_is_forbidden_every_other_module() -> None:
+    listed = _forbidden_modules("common-stands-alone")
+    assert {name for name in listed if "." not in name and name in _children()} == (
+        _children() - {SHARED_PACKAGE}
+    )
+
+
+def test_the_shared_package_imports_the_standard_library_only() -> None:
+    """Beyond the contract's list: no third-party package at all, so both sides may import it
+    whatever they have installed."""
+    found: set[str] = set()
+    for path in sorted((PACKAGE / SHARED_PACKAGE).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+    outside = {
+        name
+        for name in found
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and not name.startswith(f"docingest.{SHARED_PACKAGE}")
+    }
+    assert outside == set()
 
 
 def _plant(tmp_path: Path, module: str, planted: str) -> Path:

@@ -2,16 +2,15 @@
 reach the deployment's own network.
 
 A path must resolve (symlinks followed) inside an allowed folder. A URL must be http(s), start
-with an allowed prefix, and every address its host resolves to must be public unless private
-addresses are allowed; the request then goes to the address that was checked (the host name
-kept for the Host header and TLS), so a DNS answer that changes between the check and the
-connection cannot redirect it. Redirects are followed by hand, each hop checked the same way.
+with an allowed prefix, and every address its host resolves to must be public
+(`docingest.common.addresses`, the guard every outbound fetch shares) unless private addresses
+are allowed; the request then goes to the address that was checked (the host name kept for the
+Host header and TLS), so a DNS answer that changes between the check and the connection cannot
+redirect it. Redirects are followed by hand, each hop checked the same way.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,13 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urljoin, urlsplit
 
 import httpx
+
+from docingest.common.addresses import (
+    AddressNotAllowed,
+    HostNotResolved,
+    resolve,
+    resolve_public,
+)
 
 MAX_REDIRECTS = 5
 
@@ -59,13 +65,14 @@ class FetchPolicy:
             raise NotAllowed(f"{url} is not under a URL prefix this server may fetch")
         host = parts.hostname
         try:
-            infos = socket.getaddrinfo(host, parts.port or None, type=socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise NotAllowed(f"{host} does not resolve: {exc.strerror}") from exc
-        addresses = [str(info[4][0]) for info in infos]
-        for address in addresses:
-            if not self.allow_private and not ipaddress.ip_address(address).is_global:
-                raise NotAllowed(f"{host} resolves to {address}, a non-public address")
+            check = resolve if self.allow_private else resolve_public
+            addresses = check(host, parts.port)
+        except HostNotResolved as exc:
+            raise NotAllowed(f"{host} does not resolve") from exc
+        except AddressNotAllowed as exc:
+            raise NotAllowed(
+                f"{host} resolves to {exc.address}, a non-public address ({exc.reason})"
+            ) from exc
         return host, addresses[0]
 
     def fetch(self, url: str) -> tuple[Path, str]:

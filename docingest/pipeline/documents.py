@@ -13,17 +13,14 @@ retired, under the document's store lock. A search keeps one version of each doc
 
 from __future__ import annotations
 
-import base64
-import binascii
-import unicodedata
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from docingest.pipeline.cursors import decode_cursor, encode_cursor
 from docingest.pipeline.errors import (
     DocumentIngesting,
     DocumentNotFound,
-    InvalidCursor,
     InvalidMetadata,
     JobNotFound,
 )
@@ -35,6 +32,7 @@ from docingest.pipeline.store.schema import validate_metadata
 
 if TYPE_CHECKING:
     from docingest.pipeline.services import Services
+    from docingest.pipeline.store import VectorStore
 
 MAX_DELETE = 1000
 """The most documents one delete-by-filter request removes; `more` says whether others match.
@@ -43,34 +41,32 @@ a request stays a bounded synchronous answer instead of a job; a larger clean-up
 PATCH_LOCK_WAIT_SECONDS = 30.0
 """How long a PATCH waits for another holder of the document's store lock (an upload being
 stored, a delete, another PATCH) before answering `document_busy`."""
-_CURSOR_PREFIX = "c1."
-_MAX_CURSOR_CHARS = 4 * 512 + 16
+LISTING = "documents"
+"""The listing kind its cursors are bound to (`docingest.pipeline.cursors`)."""
 
 
-# --- cursors ------------------------------------------------------------------------------
+# --- listing ------------------------------------------------------------------------------
 
 
-def encode_cursor(after: str) -> str:
-    """An opaque cursor for the page after document `after`: its id, so documents inserted
-    or deleted meanwhile neither repeat nor skip the others."""
-    token = base64.urlsafe_b64encode(after.encode("utf-8", "surrogatepass")).decode()
-    return _CURSOR_PREFIX + token.rstrip("=")
+def list_documents_page(
+    store: VectorStore,
+    index: str,
+    *,
+    limit: int,
+    filter: SearchFilter | None = None,
+    cursor: str | None = None,
+) -> tuple[list[StoredDocument], str | None]:
+    """A page of the index's documents in `document_id` order, and the cursor of the next
+    page (None after the last); `InvalidCursor` for a cursor not made by this listing.
 
-
-def decode_cursor(cursor: str) -> str:
-    """The document id a cursor of `encode_cursor` holds; `InvalidCursor` for anything else."""
-    problem = "The cursor is not one this service handed out; start again without it."
-    if len(cursor) > _MAX_CURSOR_CHARS or not cursor.startswith(_CURSOR_PREFIX):
-        raise InvalidCursor(problem)
-    token = cursor[len(_CURSOR_PREFIX) :]
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        after = raw.decode("utf-8")
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidCursor(problem) from exc
-    if not after or any(unicodedata.category(char) == "Cc" for char in after):
-        raise InvalidCursor(problem)
-    return after
+    The cursor holds the last document's id, so documents inserted or deleted meanwhile
+    neither repeat nor skip the others."""
+    after = None if cursor is None else decode_cursor(cursor, kind=LISTING, index=index)
+    page = store.document_page(index, limit=limit, filter=filter, after=after)
+    following = None
+    if page.next_after is not None:
+        following = encode_cursor(page.next_after, kind=LISTING, index=index)
+    return page.documents, following
 
 
 # --- metadata -----------------------------------------------------------------------------

@@ -12,7 +12,14 @@ import httpx
 import pytest
 
 from docingest import beir
-from docingest.evaluate import Variant, mrr_at, ndcg_at, recall_at, variants
+from docingest.evaluate import (
+    Variant,
+    mean_ndcg_and_recall,
+    mrr_at,
+    ndcg_at,
+    recall_at,
+    variants,
+)
 from tests.cli.test_client_commands import docingest
 from tests.support.docingest_service import ServiceEnv, running_serve
 
@@ -21,13 +28,27 @@ from tests.support.docingest_service import ServiceEnv, running_serve
 
 def test_ndcg_by_hand() -> None:
     relevant = {"a": 1, "b": 2}
-    # b (gain 3) at rank 2, a (gain 1) at rank 3; ideal: b first, then a
-    dcg = 3 / math.log2(3) + 1 / math.log2(4)
-    ideal = 3 / math.log2(2) + 1 / math.log2(3)
+    # b (gain 2) at rank 2, a (gain 1) at rank 3; ideal: b first, then a
+    dcg = 2 / math.log2(3) + 1 / math.log2(4)
+    ideal = 2 / math.log2(2) + 1 / math.log2(3)
     assert ndcg_at(["x", "b", "a"], relevant) == pytest.approx(dcg / ideal)
     assert ndcg_at(["b", "a"], relevant) == pytest.approx(1.0)
     assert ndcg_at(["x"] * 10 + ["b"], relevant) == 0.0  # past the cut-off
     assert ndcg_at(["a"], {}) == 0.0
+
+
+def test_ndcg_uses_linear_gain_as_trec_eval() -> None:
+    """Grades 0-3: the gain is the grade (trec_eval, pytrec_eval, BEIR), not 2^grade - 1."""
+    judgments = {"a": 3, "b": 2, "c": 1, "d": 0}
+    ranking = ["c", "d", "a", "b"]
+    # DCG = 1/log2(2) + 0/log2(3) + 3/log2(4) + 2/log2(5) = 1 + 0 + 1.5 + 0.861353 = 3.361353
+    # IDCG = 3/log2(2) + 2/log2(3) + 1/log2(4) = 3 + 1.261860 + 0.5 = 4.761860
+    assert ndcg_at(ranking, judgments) == pytest.approx(3.361353 / 4.761860, abs=1e-6)
+    assert ndcg_at(ranking, judgments) == pytest.approx(0.705891, abs=1e-6)
+    # 2^rel - 1 would give (1 + 3.5 + 1.292030) / (7 + 1.892789 + 0.5) = 0.616646
+    assert ndcg_at(ranking, judgments) != pytest.approx(0.616646, abs=1e-3)
+    # a document judged not relevant (0, or a negative grade) adds no gain
+    assert ndcg_at(["d", "e"], {"d": 0, "e": -1, "a": 1}) == 0.0
 
 
 def test_recall_and_mrr_by_hand() -> None:
@@ -37,6 +58,29 @@ def test_recall_and_mrr_by_hand() -> None:
     assert recall_at(ranking, relevant, 100) == 0.75
     assert mrr_at(ranking, relevant) == 0.5
     assert mrr_at(["x"] * 10 + ["a"], relevant) == 0.0
+
+
+def test_recall_and_mrr_count_only_documents_judged_relevant() -> None:
+    judgments = {"a": 2, "b": 1, "n": 0}
+    assert recall_at(["n", "a"], judgments, 10) == 0.5  # n is judged, not relevant
+    assert mrr_at(["n", "a"], judgments) == 0.5
+    assert recall_at(["n"], {"n": 0}, 10) == 0.0
+    assert mrr_at(["n"], {"n": 0}) == 0.0
+
+
+def test_mean_ndcg_and_recall_over_the_judged_queries() -> None:
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1, "c": 1}}
+    # q1: a first; q2: only c, at rank 2; a judged query left unranked scores 0
+    ndcg, recall = mean_ndcg_and_recall({"q1": ["a"], "q2": ["x", "c"]}, qrels)
+    assert ndcg == pytest.approx((1.0 + (1 / math.log2(3)) / (1 + 1 / math.log2(3))) / 2)
+    assert recall == pytest.approx((1.0 + 0.5) / 2)
+    assert mean_ndcg_and_recall({}, qrels) == (0.0, 0.0)
+
+
+def test_eval_help_names_the_gain() -> None:
+    done = docingest(["eval", "--help"], url="http://127.0.0.1:9")
+    assert done.returncode == 0, done.stderr
+    assert "linear gain, as trec_eval" in " ".join(done.stdout.split())
 
 
 def test_variants_send_rerank_only_when_asked() -> None:
@@ -90,6 +134,9 @@ def test_reading_a_beir_folder(dataset: Path) -> None:
     assert set(test.queries) == {"q1", "q2", "q3"}  # judged queries only
     assert test.qrels["q2"] == {"201": 2, "202": 1}
     assert test.qrels["q3"] == {"302": 1}  # a 0 judgment is not relevant
+    records = list(beir.read_corpus(dataset / "corpus.jsonl"))
+    assert [r["_id"] for r in records] == list(CORPUS)  # in file order
+    assert records[0]["title"] == "Lunar regolith"
     assert beir.corpus_text({"_id": "1", "title": "T", "text": "body"}) == "T\n\nbody\n"
     assert beir.corpus_text({"_id": "1", "text": "body"}) == "body\n"
 
@@ -103,6 +150,9 @@ def test_a_broken_beir_folder_says_where(tmp_path: Path) -> None:
     (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
     with pytest.raises(ValueError, match="not in queries.jsonl"):
         beir.load_test_set(tmp_path)
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "1", "text": "x"}\n\n{"text": "no id"}\n')
+    with pytest.raises(ValueError, match="corpus.jsonl:3"):
+        list(beir.read_corpus(tmp_path / "corpus.jsonl"))
 
 
 # --- the command against a real service ---------------------------------------------------

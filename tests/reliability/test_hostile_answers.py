@@ -14,6 +14,7 @@ import pytest
 from docingest.pipeline.chunking import ChunkingSpec
 from docingest.pipeline.prepare import prepare_document
 from docingest.pipeline.settings import Settings
+from docingest.pipeline.store.chunk_pages import encode_cursor
 from tests.support.hostile_service import Deployment, assert_still_serving, deployed
 from tests.support.http_client import Json, assert_error
 from tests.support.paths import CORPUS_DIR
@@ -98,7 +99,10 @@ def test_a_hostile_expand_is_refused(deployment: Deployment, expand: object) -> 
     [
         ({"cursor": "not-a-cursor"}, 400, "invalid_cursor"),
         ({"cursor": "x" * 201}, 422, "validation_error"),
-        ({"cursor": "djAuMA"}, 409, "cursor_expired"),  # version 0: never the live one
+        # version 0: never the live one
+        ({"cursor": encode_cursor(INDEX, DOCUMENT, 0, 0)}, 409, "cursor_expired"),
+        ({"cursor": "djAuMA"}, 400, "invalid_cursor"),  # the unchecked format of old
+        ({"cursor": encode_cursor(INDEX, "another.txt", 0, 0)}, 400, "invalid_cursor"),
         ({"cursor": "dj" + "9" * 100}, 400, "invalid_cursor"),
         ({"limit": 0}, 422, "validation_error"),
         ({"limit": 10**9}, 422, "validation_error"),

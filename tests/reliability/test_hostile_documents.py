@@ -25,10 +25,12 @@ def test_a_limit_out_of_bounds_is_refused(api: Api, limit: str) -> None:  # noqa
 
 
 CURSORS = [
-    "x", "c1.", "c1.====", "c1.%%%", "c2." + base64.urlsafe_b64encode(b"doc").decode(),
-    "c1." + base64.urlsafe_b64encode(b"\xff\xfe").decode(),  # not UTF-8
-    "c1." + base64.urlsafe_b64encode(b"doc\x00\x07").decode(),  # control characters
-    "c1." + "QUFB" * 900,  # longer than any id
+    "x", "c1.", "c1.====", "c1.%%%", "c2.", "c2..", "c2.%%%.AAAA",
+    "c1." + base64.urlsafe_b64encode(b"doc").decode(),  # the unchecked format of old
+    "c2." + base64.urlsafe_b64encode(b"doc").decode(),  # no check
+    "c2." + base64.urlsafe_b64encode(b"\xff\xfe").decode().rstrip("=") + ".AAAA",  # not UTF-8
+    "c2." + base64.urlsafe_b64encode(b"doc\x00\x07").decode().rstrip("=") + ".AAAA",  # controls
+    "c2." + "QUFB" * 900 + ".AAAA",  # longer than any id
 ]  # fmt: skip
 
 
@@ -42,12 +44,24 @@ def test_a_forged_or_garbage_cursor_is_400(api: Api, cursor: str) -> None:  # no
         assert is_contract_error(response, status=400, code="invalid_cursor")
 
 
-def test_a_forged_cursor_of_an_unknown_id_just_lists_what_follows(api: Api) -> None:  # noqa: F811
+def test_a_cursor_past_a_deleted_document_lists_what_follows(api: Api) -> None:  # noqa: F811
+    for name in ("a", "b", "c", "e"):
+        ingest(api.services, name, 1)
+    cursor = listing(api.http, limit=2)["next_cursor"]  # after "b"
+    assert api.http.delete(f"{DOCS}/b").status_code == 204
+    body = listing(api.http, limit=5, cursor=cursor)
+    assert [d["document_id"] for d in body["documents"]] == ["c", "e"]
+
+
+def test_a_hand_made_cursor_is_400(api: Api) -> None:  # noqa: F811
     for name in ("a", "c", "e"):
         ingest(api.services, name, 1)
-    forged = "c1." + base64.urlsafe_b64encode(b"b").decode().rstrip("=")
-    body = listing(api.http, limit=5, cursor=forged)
-    assert [d["document_id"] for d in body["documents"]] == ["c", "e"]
+    real = listing(api.http, limit=1)["next_cursor"]  # after "a"
+    check = real.rsplit(".", 1)[1]
+    for position in (b"b", b"c"):  # a position this listing never handed out, or another's
+        forged = "c2." + base64.urlsafe_b64encode(position).decode().rstrip("=") + "." + check
+        response = api.http.get(DOCS, params={"limit": 5, "cursor": forged})
+        assert is_contract_error(response, status=400, code="invalid_cursor")
 
 
 FILTERS = [

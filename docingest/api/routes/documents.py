@@ -17,9 +17,8 @@ from docingest.api.upload import receive_upload
 from docingest.pipeline import metrics
 from docingest.pipeline.documents import (
     MAX_DELETE,
-    decode_cursor,
     delete_matching,
-    encode_cursor,
+    list_documents_page,
     patch_metadata,
 )
 from docingest.pipeline.errors import EmptyDocument, InvalidFilter, InvalidUpload, InvalidWebhook
@@ -219,12 +218,10 @@ def list_documents(
     search_filter = _parse_filter(filter)
     if filter is None and limit is None and cursor is None:
         return DocumentList(documents=store.list_documents(index))
-    after = decode_cursor(cursor) if cursor is not None else None
-    page = store.document_page(
-        index, limit=limit or DEFAULT_PAGE, filter=search_filter, after=after
+    documents, following = list_documents_page(
+        store, index, limit=limit or DEFAULT_PAGE, filter=search_filter, cursor=cursor
     )
-    following = encode_cursor(page.next_after) if page.next_after is not None else None
-    return DocumentList(documents=page.documents, next_cursor=following)
+    return DocumentList(documents=documents, next_cursor=following)
 
 
 @router.delete(

@@ -267,8 +267,13 @@ class StopWhen(stop_base):
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """How hard one batch tries (the `embedding_*` settings of the same names)."""
+class ProviderRetryPolicy:
+    """How hard the service tries one call to a provider (an embedding batch, a rerank request):
+    attempts, deadline and backoff (`from_settings`: the `embedding_*` settings of the same
+    names; a re-ranker's come from its endpoint).
+
+    Not the SDK's public `docingest.RetryPolicy`, which retries a client's requests to this
+    service on 429/503; the two cannot share code (the SDK imports none of the service)."""
 
     max_attempts: int = 6
     deadline_seconds: float = 600.0
@@ -276,7 +281,7 @@ class RetryPolicy:
     backoff_max_seconds: float = 60.0
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> RetryPolicy:
+    def from_settings(cls, settings: Settings) -> ProviderRetryPolicy:
         return cls(
             max_attempts=settings.embedding_max_attempts,
             deadline_seconds=settings.embedding_deadline_seconds,
@@ -286,7 +291,7 @@ class RetryPolicy:
 
 
 def build_retrying(
-    policy: RetryPolicy,
+    policy: ProviderRetryPolicy,
     *,
     deadline: float,
     abort: threading.Event,

@@ -41,8 +41,8 @@ from tenacity import RetryCallState, RetryError
 from docingest.pipeline import metrics
 from docingest.pipeline.embedders.backoff import (
     BadReply,
+    ProviderRetryPolicy,
     Reply,
-    RetryPolicy,
     build_retrying,
     describe,
     is_retryable,
@@ -100,7 +100,7 @@ class OpenAICompatibleEmbedder:
         max_input_tokens: int | None = None,
         concurrency: int = 4,
         timeout_seconds: float = 60.0,
-        retry: RetryPolicy | None = None,
+        retry: ProviderRetryPolicy | None = None,
         limiter: RateLimiter | None = None,
         endpoints: Sequence[Endpoint] | None = None,
     ) -> None:
@@ -141,7 +141,7 @@ class OpenAICompatibleEmbedder:
         self.max_input_tokens = max_input_tokens
         self.concurrency = concurrency
         self._timeout = timeout_seconds
-        self._retry = retry or RetryPolicy()
+        self._retry = retry or ProviderRetryPolicy()
         self._counter = token_counter(model)
         self._lock = threading.Lock()
         self._same_model = SameModelCheck(model, probe=self._probe, size=self._size)
@@ -172,7 +172,7 @@ class OpenAICompatibleEmbedder:
             max_batch_tokens=max_batch_tokens,
             concurrency=settings.embedding_concurrency,
             timeout_seconds=settings.embedding_timeout_seconds,
-            retry=RetryPolicy.from_settings(settings),
+            retry=ProviderRetryPolicy.from_settings(settings),
             endpoints=build_endpoints(settings, redis),
         )
 

@@ -31,7 +31,7 @@ from tenacity import RetryError
 from docingest.pipeline.embedders.backoff import (
     RETRYABLE_STATUS,
     MalformedReply,
-    RetryPolicy,
+    ProviderRetryPolicy,
     build_retrying,
     retry_after_seconds,
 )
@@ -126,7 +126,7 @@ class RerankHttp:
             requests_per_minute=endpoint.requests_per_minute,
             tokens_per_minute=0,
         )
-        self._policy = RetryPolicy(
+        self._policy = ProviderRetryPolicy(
             max_attempts=endpoint.max_attempts,
             deadline_seconds=endpoint.timeout_seconds * endpoint.max_attempts,
             backoff_base_seconds=BACKOFF_BASE_SECONDS,

@@ -1,19 +1,19 @@
 """A document's chunks, a page at a time: the live version's chunks in order, with their
 offsets, pages and headings (`GET .../documents/{document_id}/chunks`).
 
-The cursor names the version it pages through and the next chunk index, so a page never mixes
-versions: when the document is replaced between two pages, the next page is refused with
-`CursorExpired` (start again) rather than continued in another version's chunks.
+The cursor (`docingest.pipeline.cursors`, bound to the index and the document) names the
+version it pages through and the next chunk index, so a page never mixes versions: when the
+document is replaced between two pages, the next page is refused with `CursorExpired` (start
+again) rather than continued in another version's chunks.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 
 from pydantic import BaseModel
 
+from docingest.pipeline import cursors
 from docingest.pipeline.errors import CursorExpired, InvalidCursor
 from docingest.pipeline.store.chunk_reads import read_document_chunks
 from docingest.pipeline.store.vector_store import VectorStore
@@ -22,7 +22,10 @@ MAX_PAGE = 500
 """Chunks a page holds at most (about 500 KB of text at the default chunk size)."""
 DEFAULT_PAGE = 100
 
-_CURSOR = re.compile(r"v(\d{1,18})\.(\d{1,18})")
+LISTING = "chunks"
+"""The listing kind its cursors are bound to, with the index and the document
+(`docingest.pipeline.cursors`)."""
+_POSITION = re.compile(r"v(\d{1,18})\.(\d{1,18})")
 
 
 class DocumentChunk(BaseModel):
@@ -45,17 +48,18 @@ class ChunkPage(BaseModel):
     """Pass as `cursor` for the next page; None after the last chunk."""
 
 
-def encode_cursor(version: int, next_index: int) -> str:
-    return base64.urlsafe_b64encode(f"v{version}.{next_index}".encode()).decode().rstrip("=")
+def encode_cursor(index: str, document_id: str, version: int, next_index: int) -> str:
+    """The cursor of the page of `document_id`'s chunks from `next_index` in `version`."""
+    return cursors.encode_cursor(
+        f"v{version}.{next_index}", kind=LISTING, index=index, scope=document_id
+    )
 
 
-def decode_cursor(cursor: str) -> tuple[int, int]:
-    """Return (version, next chunk index) of a cursor; `InvalidCursor` for any other string."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidCursor("The cursor is not one this server returned.") from exc
-    if (match := _CURSOR.fullmatch(raw)) is None:
+def decode_cursor(index: str, document_id: str, cursor: str) -> tuple[int, int]:
+    """Return (version, next chunk index) of a cursor of this document's chunks;
+    `InvalidCursor` for any other string."""
+    position = cursors.decode_cursor(cursor, kind=LISTING, index=index, scope=document_id)
+    if (match := _POSITION.fullmatch(position)) is None:
         raise InvalidCursor("The cursor is not one this server returned.")
     return int(match.group(1)), int(match.group(2))
 
@@ -74,7 +78,7 @@ def document_chunks(
     document = store.get_document(index, document_id)
     first = 0
     if cursor is not None:
-        version, first = decode_cursor(cursor)
+        version, first = decode_cursor(index, document_id, cursor)
         if version != document.version:
             raise CursorExpired(
                 f"Document '{document_id}' was replaced (version {version} is now "
@@ -84,7 +88,9 @@ def document_chunks(
         store, index, document_id, document.version, first=first, limit=limit
     )
     last = first + limit
-    following = encode_cursor(document.version, last) if last < document.chunks else None
+    following = None
+    if last < document.chunks:
+        following = encode_cursor(index, document_id, document.version, last)
     return ChunkPage(
         document_id=document_id,
         version=document.version,

@@ -17,7 +17,7 @@ from docingest.pipeline.embedders.backoff import (
     BadReply,
     HintedFullJitter,
     MalformedReply,
-    RetryPolicy,
+    ProviderRetryPolicy,
     build_retrying,
     decode_reply,
     parse_duration,
@@ -77,7 +77,9 @@ def test_retrying_stops_before_the_deadline() -> None:
     # Calls at about 0 and 1 s; the next wait would end at 2 s, past the 1.5 s deadline, so
     # the loop stops after the second call. Ignoring the deadline would take at least 2 s,
     # whatever the load: the bound tells the two apart without a tight margin.
-    policy = RetryPolicy(max_attempts=1000, backoff_base_seconds=1.0, backoff_max_seconds=1.0)
+    policy = ProviderRetryPolicy(
+        max_attempts=1000, backoff_base_seconds=1.0, backoff_max_seconds=1.0
+    )
     calls: list[float] = []
 
     def always_malformed() -> None:
@@ -96,7 +98,7 @@ def test_retrying_stops_before_the_deadline() -> None:
 
 def test_retrying_stops_when_aborted_and_never_retries_a_bad_reply() -> None:
     abort = threading.Event()
-    policy = RetryPolicy(max_attempts=1000, backoff_base_seconds=5, backoff_max_seconds=5)
+    policy = ProviderRetryPolicy(max_attempts=1000, backoff_base_seconds=5, backoff_max_seconds=5)
     retrying = build_retrying(policy, deadline=time.monotonic() + 60, abort=abort)
     threading.Timer(0.2, abort.set).start()
 

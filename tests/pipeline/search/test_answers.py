@@ -187,10 +187,12 @@ def test_a_documents_chunks_come_in_order_page_by_page(
         assert chunk.headings == list(original.headings)
     with pytest.raises(DocumentNotFound):
         document_chunks(store, INDEX, "nobody")
-    for bad in ["", "garbage", "v1", encode_cursor(1, 3) + "x", "dj8uMg", "=="]:
+    real = encode_cursor(INDEX, "roberts", 1, 3)
+    other_document = encode_cursor(INDEX, "someone", 1, 3)
+    for bad in ["", "garbage", "v1", real + "x", real[:-2], "dj8uMg", "==", other_document]:
         with pytest.raises(InvalidCursor):
             document_chunks(store, INDEX, "roberts", cursor=bad)
-    old_cursor = encode_cursor(1, 7)
+    old_cursor = encode_cursor(INDEX, "roberts", 1, 7)
     write_version(store, embedder, prepared, 2)
     store.retire(INDEX, "roberts", keep_version=2)
     with pytest.raises(CursorExpired):

@@ -1,0 +1,1 @@
+"""Code the client and the service share; standard library only."""
