@@ -14,8 +14,9 @@ the SDK (httpx and pydantic), never the service, and the service's own modules
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from docingest.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from docingest._async_client import AsyncClient
@@ -93,14 +94,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'docingest' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports("docingest", _EXPORTS, globals())

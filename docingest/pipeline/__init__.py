@@ -16,8 +16,9 @@ vector store's client nor the embedding runtime.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from docingest.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from docingest.pipeline.chunking import Chunk, ChunkingSpec
@@ -81,14 +82,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports("docingest.pipeline", _EXPORTS, globals())
