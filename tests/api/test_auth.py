@@ -111,7 +111,8 @@ SCHEMA_PAGES = ("/openapi.json", "/docs", "/redoc")
 
 
 def test_the_schema_and_its_viewers_need_a_key(served: Served) -> None:
-    """They were served to anyone although README and API.md said every endpoint needs one."""
+    """They were served to anyone although the HTTP API reference said every endpoint needs
+    one."""
     for path in SCHEMA_PAGES:
         for credentials in WRONG.values():
             response = served.client.get(path, headers=credentials)
