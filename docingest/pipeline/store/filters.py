@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from docingest.pipeline.errors import InvalidFilter
-from docingest.pipeline.metadata import INT64
-from docingest.pipeline.store.schema import FieldType, parse_datetime
+from docingest.pipeline.metadata import INT64, LONE_SURROGATE, is_text
+from docingest.pipeline.store.schema import DATETIME_FORM, FieldType, parse_datetime
 
 TOP_LEVEL_KEYS: dict[str, FieldType] = {"document_id": "keyword", "ingested_at": "datetime"}
 """Filter keys that address the point payload itself, and their types."""
@@ -236,6 +236,8 @@ class _Field:
         return Condition(self.name, self.path, op, tuple(value for value, _ in checked), kind)
 
     def _value(self, value: Any) -> tuple[Scalar, Kind]:
+        if isinstance(value, str) and not is_text(value):
+            raise self.fail(f"the value {LONE_SURROGATE}.")
         declared = self.declared
         if declared in ("keyword", "keyword[]", "text"):
             if not isinstance(value, str):
@@ -308,10 +310,7 @@ class _Field:
             raise self.fail(f"expected an RFC 3339 datetime string, not {_type_name(value)}.")
         normalised = parse_datetime(value)
         if normalised is None:
-            raise self.fail(
-                f"{value[:40]!r} is not an RFC 3339 datetime, such as 2026-01-31T09:30:00Z "
-                "or 2026-01-31."
-            )
+            raise self.fail(f"{value[:40]!r} is not {DATETIME_FORM}.")
         return normalised
 
 

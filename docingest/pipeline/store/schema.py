@@ -42,8 +42,16 @@ _DATETIME = re.compile(
 )
 
 
+DATETIME_FORM = (
+    "an RFC 3339 datetime within years 0001-9999 once moved to UTC, such as "
+    "2026-01-31T09:30:00Z or 2026-01-31"
+)
+"""What a datetime value must be, for messages."""
+
+
 def parse_datetime(value: str) -> str | None:
-    """Return `value` as a normalised RFC 3339 UTC string, or None if it is not a datetime."""
+    """Return `value` as a normalised RFC 3339 UTC string, or None if it is not a datetime
+    (or one whose offset moves it out of years 1-9999, which neither Python nor Qdrant holds)."""
     if len(value) > 40 or not _DATETIME.fullmatch(value):
         return None
     text = value.replace(" ", "T").replace("z", "Z")
@@ -57,7 +65,10 @@ def parse_datetime(value: str) -> str | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    moment = moment.astimezone(UTC)
+    try:
+        moment = moment.astimezone(UTC)
+    except OverflowError:  # "9999-12-31T23:59:59-23:59" is in year 10000 in UTC
+        return None
     spec = "microseconds" if moment.microsecond else "seconds"
     return moment.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
 
@@ -139,4 +150,4 @@ def _problem(kind: FieldType, value: Any) -> str | None:
         return None
     if isinstance(value, str) and parse_datetime(value) is not None:
         return None
-    return "expected an RFC 3339 datetime string, such as 2026-01-31T09:30:00Z or 2026-01-31."
+    return f"expected {DATETIME_FORM}."
