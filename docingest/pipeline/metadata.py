@@ -33,7 +33,8 @@ RESERVED_KEYS = frozenset(
         "extra", "ocr",
     }
 )  # fmt: skip
-_KEY_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+METADATA_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+"""A user metadata key, to `fullmatch`: in metadata, filters and an index's `metadata_schema`."""
 MAX_LIST_ITEMS = 100
 MAX_STRING_CHARS = 2000
 INT64 = range(-(2**63), 2**63)
@@ -47,8 +48,9 @@ LONE_SURROGATE = (
 
 def is_text(value: str) -> bool:
     """Whether `value` is Unicode text that UTF-8 can encode. JSON's "\\ud800" decodes to a
-    lone surrogate, which is not: Qdrant, Redis and every JSON answer would fail on it, so
-    metadata and filters refuse it where they are validated."""
+    lone surrogate, which is not: Qdrant Edge's binding and every UTF-8 encoding (the metadata
+    size, a JSON answer) fail on it, so metadata and filters refuse it where they are
+    validated."""
     try:
         value.encode()
     except UnicodeEncodeError:
@@ -252,7 +254,7 @@ def validate_user_metadata(raw: Any, *, max_bytes: int) -> dict[str, Any]:
         raise InvalidMetadata(f"Metadata is {size} bytes as JSON; the limit is {max_bytes}.")
     clean: dict[str, Any] = {}
     for key, value in raw.items():
-        if not isinstance(key, str) or not _KEY_PATTERN.fullmatch(key):
+        if not isinstance(key, str) or not METADATA_KEY.fullmatch(key):
             raise InvalidMetadata(
                 f"Metadata key {key!r} is invalid: use 1-64 letters, digits, '_', '-' or '.', "
                 "starting with a letter."

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from docingest.pipeline.errors import InvalidFilter
-from docingest.pipeline.metadata import INT64, LONE_SURROGATE, is_text
+from docingest.pipeline.metadata import INT64, LONE_SURROGATE, METADATA_KEY, is_text
 from docingest.pipeline.store.schema import DATETIME_FORM, FieldType, parse_datetime
 
 TOP_LEVEL_KEYS: dict[str, FieldType] = {"document_id": "keyword", "ingested_at": "datetime"}
@@ -43,9 +43,6 @@ MAX_VALUES = 4000
 RANGE_OPS = ("gte", "gt", "lte", "lt")
 OPERATORS = (*RANGE_OPS, "in", "nin", "ne", "all", "exists")
 GROUPS = ("$and", "$or", "$not")
-_KEY = re.compile(
-    r"[A-Za-z][A-Za-z0-9_.-]{0,63}"
-)  # the metadata key rule of docingest/pipeline/metadata
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 Scalar = str | int | float | bool
@@ -159,7 +156,7 @@ class _Parser:
         return Group("and" if key == "$and" else "or", members)
 
     def _field(self, key: str, value: Any) -> list[Condition]:
-        if not _KEY.fullmatch(key):
+        if not METADATA_KEY.fullmatch(key):
             raise InvalidFilter(
                 f"Filter key {key!r} is invalid: metadata keys are 1-64 letters, digits, "
                 "'_', '-' or '.', starting with a letter."

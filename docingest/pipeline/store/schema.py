@@ -16,7 +16,7 @@ from typing import Any, Literal
 from qdrant_client import models
 
 from docingest.pipeline.errors import IndexConflict, InvalidMetadata
-from docingest.pipeline.metadata import INT64, RESERVED_KEYS
+from docingest.pipeline.metadata import INT64, METADATA_KEY, RESERVED_KEYS
 
 FieldType = Literal["keyword", "keyword[]", "integer", "float", "boolean", "datetime", "text"]
 MetadataSchema = dict[str, FieldType]
@@ -51,7 +51,7 @@ DATETIME_FORM = (
 
 def parse_datetime(value: str) -> str | None:
     """Return `value` as a normalised RFC 3339 UTC string, or None if it is not a datetime
-    (or one whose offset moves it out of years 1-9999, which neither Python nor Qdrant holds)."""
+    or is one whose offset moves it out of years 1-9999 (which `datetime` cannot hold)."""
     if len(value) > 40 or not _DATETIME.fullmatch(value):
         return None
     text = value.replace(" ", "T").replace("z", "Z")
@@ -79,7 +79,7 @@ def check_schema(raw: Mapping[str, Any]) -> MetadataSchema:
         raise ValueError(f"metadata_schema may declare at most {MAX_SCHEMA_FIELDS} fields")
     checked: MetadataSchema = {}
     for key, kind in raw.items():
-        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", key):
+        if not isinstance(key, str) or not METADATA_KEY.fullmatch(key):
             raise ValueError(
                 f"metadata_schema field {key!r} is not a metadata key (1-64 letters, digits, "
                 "'_', '-' or '.', starting with a letter)"
