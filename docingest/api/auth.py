@@ -28,9 +28,19 @@ class Principal:
         return self.indexes is None or index in self.indexes
 
     def check(self, index: str) -> None:
-        """Raise `Forbidden` unless this caller may use `index`."""
+        """Raise `Forbidden` unless this caller may use `index`. The message names no index:
+        a job's id may belong to an index the caller should not learn of."""
         if not self.may_use(index):
-            raise Forbidden(f"This API key is not allowed to use index '{index}'.")
+            raise Forbidden("This API key is not allowed to use that index.")
+
+    def check_every_index(self, what: str) -> None:
+        """Raise `Forbidden` unless this caller may use every index (a key not limited to
+        some), as `what`, which reports on all of them, needs."""
+        if self.indexes is not None:
+            raise Forbidden(
+                f"{what} reports on every index; it needs an API key that is not limited to "
+                "some indexes (GET /v1/indexes/{index} gives an index's own usage)."
+            )
 
 
 ANYONE = Principal(name=None, indexes=None)

@@ -21,6 +21,7 @@ from docingest.pipeline.cursors import decode_cursor, encode_cursor
 from docingest.pipeline.errors import (
     DocumentIngesting,
     DocumentNotFound,
+    InvalidFilter,
     InvalidMetadata,
     JobNotFound,
 )
@@ -160,12 +161,29 @@ class Deleted:
 def delete_matching(
     services: Services, index: str, search_filter: SearchFilter | None, *, limit: int
 ) -> Deleted:
-    """Delete up to `limit` documents the filter matches (every document if None), each as a
-    single delete does (`Services.delete_document`: superseding a job still storing it)."""
+    """Delete up to `limit` documents the filter matches, each as a single delete does
+    (`Services.delete_document`: superseding a job still storing it).
+
+    None deletes every document: the only way to, since a filter that matches every document
+    the index holds is refused (`InvalidFilter`) however it is written (`{"document_id":
+    {"exists": true}}`, a `$not` of what nothing holds, an `ne` no document has), so a mistyped
+    filter cannot empty an index. What it matches is read at the request; a document added
+    while the others are deleted is not protected."""
     if not 1 <= limit <= MAX_DELETE:
         raise ValueError(f"limit must be 1 to {MAX_DELETE}")
-    listed = services.store.iter_documents(index, filter=search_filter)
+    store = services.store
+    listed = store.iter_documents(index, filter=search_filter)
     matching = [document.document_id for document in islice(listed, limit + 1)]
+    if (
+        search_filter is not None
+        and matching
+        and store.matches_every_document(index, search_filter)
+    ):
+        raise InvalidFilter(
+            f"The filter matches every document of index '{index}'; to delete them all, send "
+            "all=true without a filter (or DELETE the index). A filter that leaves some "
+            "document out deletes without it."
+        )
     deleted = 0
     for document_id in matching[:limit]:
         try:

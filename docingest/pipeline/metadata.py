@@ -33,12 +33,30 @@ RESERVED_KEYS = frozenset(
         "extra", "ocr",
     }
 )  # fmt: skip
-_KEY_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+METADATA_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+"""A user metadata key, to `fullmatch`: in metadata, filters and an index's `metadata_schema`."""
 MAX_LIST_ITEMS = 100
 MAX_STRING_CHARS = 2000
 INT64 = range(-(2**63), 2**63)
 """Integers metadata and filters may hold: Qdrant's integer payloads are 64-bit (Edge's binding
 refuses a larger filter value with `OverflowError`), so a larger one could never be matched."""
+LONE_SURROGATE = (
+    "holds a lone surrogate (such as \\ud800), which is no Unicode character; send UTF-8 text"
+)
+"""Why a string is refused that `is_text` rejects, for messages."""
+
+
+def is_text(value: str) -> bool:
+    """Whether `value` is Unicode text that UTF-8 can encode. JSON's "\\ud800" decodes to a
+    lone surrogate, which is not: Qdrant Edge's binding and every UTF-8 encoding (the metadata
+    size, a JSON answer) fail on it, so metadata and filters refuse it where they are
+    validated."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
 
 # A word is a run of letters/digits, except that CJK ideographs, kana and hangul syllables
 # count one each: those scripts do not separate words with spaces.
@@ -196,6 +214,8 @@ def _check_value(key: str, value: Any) -> Any:
             raise InvalidMetadata(
                 f"Metadata value of '{key}' is longer than {MAX_STRING_CHARS} characters."
             )
+        if not is_text(value):
+            raise InvalidMetadata(f"Metadata value of '{key}' {LONE_SURROGATE}.")
         return value
     if isinstance(value, int):
         if value not in INT64:
@@ -228,12 +248,13 @@ def validate_user_metadata(raw: Any, *, max_bytes: int) -> dict[str, Any]:
         return {}
     if not isinstance(raw, dict):
         raise InvalidMetadata('Metadata must be a JSON object, such as {"department": "legal"}.')
-    size = len(json.dumps(raw, ensure_ascii=False, separators=(",", ":")).encode())
+    as_json = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+    size = len(as_json.encode(errors="surrogatepass"))  # a lone surrogate is refused below
     if size > max_bytes:
         raise InvalidMetadata(f"Metadata is {size} bytes as JSON; the limit is {max_bytes}.")
     clean: dict[str, Any] = {}
     for key, value in raw.items():
-        if not isinstance(key, str) or not _KEY_PATTERN.match(key):
+        if not isinstance(key, str) or not METADATA_KEY.fullmatch(key):
             raise InvalidMetadata(
                 f"Metadata key {key!r} is invalid: use 1-64 letters, digits, '_', '-' or '.', "
                 "starting with a letter."
@@ -248,10 +269,12 @@ def parse_user_metadata(raw_json: str | None, *, max_bytes: int) -> dict[str, An
     """Parse a JSON text of user metadata (as sent in a form field) and validate it."""
     if raw_json is None or not raw_json.strip():
         return {}
-    if len(raw_json.encode()) > max_bytes * 2:
+    if len(raw_json.encode(errors="surrogatepass")) > max_bytes * 2:
         raise InvalidMetadata(f"Metadata is larger than the limit of {max_bytes} bytes.")
     try:
         raw = json.loads(raw_json)
+    except RecursionError as exc:  # arrays or objects nested thousands deep
+        raise InvalidMetadata("Metadata is nested too deeply to be read as JSON.") from exc
     except json.JSONDecodeError as exc:
         # Some of json's messages end in "at" ("Invalid control character at"), written to be
         # followed by the position.

@@ -1,6 +1,7 @@
 """API keys through real uvicorn: 401 without a valid key, 403 outside a key's indexes, and
 the key itself never echoed. Key A is given in clear and limited to index "a"; key B is given
-as its sha256 and may use every index."""
+as its sha256 and may use every index. Keys KA and KB are limited to "team-ka" and "team-kb",
+names long enough to look for in an answer: neither may learn of the other's index."""
 
 from __future__ import annotations
 
@@ -21,13 +22,17 @@ KEY_A = f"key-a-{uuid.uuid4().hex}"
 KEY_B = f"key-b-{uuid.uuid4().hex}"
 A = {"Authorization": f"Bearer {KEY_A}"}
 B = {"Authorization": f"Bearer {KEY_B}"}
+KEY_KA = f"key-ka-{uuid.uuid4().hex}"
+KEY_KB = f"key-kb-{uuid.uuid4().hex}"
+KA = {"Authorization": f"Bearer {KEY_KA}"}
+KB = {"Authorization": f"Bearer {KEY_KB}"}
 DOC = b"Harbour notes: the tide table changes on Sunday, and the ferry leaves at dawn."
 
 
 def _no_key_in(response: httpx.Response) -> None:
     """Fail the request that echoes a key, in its body or any header."""
     response.read()
-    for key in (KEY_A, KEY_B):
+    for key in (KEY_A, KEY_B, KEY_KA, KEY_KB):
         assert key not in response.text, f"{response.request.url} echoed a key in its body"
         for name, value in response.headers.items():
             assert key not in value, f"{response.request.url} echoed a key in header {name}"
@@ -38,6 +43,8 @@ class Served:
     client: httpx.Client
     job_a: str
     job_b: str
+    job_ka: str
+    job_kb: str
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +53,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     api_keys = [
         {"key": KEY_A, "indexes": ["a"], "name": "team-a"},
         {"sha256": hashlib.sha256(KEY_B.encode()).hexdigest(), "name": "admin"},
+        {"key": KEY_KA, "indexes": ["team-ka"], "name": "tenant-ka"},
+        {"key": KEY_KB, "indexes": ["team-kb"], "name": "tenant-kb"},
     ]
     with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as fake, private_redis(prefix):
         settings = service_settings(
@@ -57,7 +66,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 assert client.put(f"/v1/indexes/{index}", headers=B).status_code == 201
             job_a = upload(client, "a", DOC, headers=A).raise_for_status().json()["job_id"]
             job_b = upload(client, "b", DOC, headers=B).raise_for_status().json()["job_id"]
-            yield Served(client, job_a, job_b)
+            job_ka = upload(client, "team-ka", DOC, headers=KA).raise_for_status().json()
+            job_kb = upload(client, "team-kb", DOC, headers=KB).raise_for_status().json()
+            yield Served(client, job_a, job_b, job_ka["job_id"], job_kb["job_id"])
 
 
 def request(
@@ -197,3 +208,36 @@ def test_key_b_works_everywhere(served: Served) -> None:
         response = request(client, method, url, B)
         assert response.status_code == status, (method, url, response.text)
     assert client.get("/v1/indexes/b", headers=B).status_code == 404
+
+
+def test_a_limited_key_learns_no_other_index_from_an_error(served: Served) -> None:
+    """Issue 40: a 403 for another index's job named that index."""
+    for key, own, other, job in ((KA, "team-ka", "team-kb", served.job_kb),
+                                 (KB, "team-kb", "team-ka", served.job_ka)):  # fmt: skip
+        refused = [e for e in protected_endpoints() if "{index}" in e[1] or "{job_id}" in e[1]]
+        for method, path in refused:
+            url = concrete(path, index=other, job_id=job)
+            response = request(served.client, method, url, key)
+            assert is_contract_error(response, status=403, code="forbidden"), (method, url)
+            if "{job_id}" in path:  # the caller named no index: the answer must not either
+                assert other not in response.text, (method, url, response.text)
+        listed = served.client.get("/v1/jobs", params={"index": other}, headers=key)
+        assert is_contract_error(listed, status=403, code="forbidden")
+        mine = served.client.get("/v1/jobs", headers=key).raise_for_status().text
+        indexes = served.client.get("/v1/indexes", headers=key).raise_for_status().text
+        assert own in mine and own in indexes
+        assert other not in mine and other not in indexes
+
+
+def test_metrics_need_a_key_not_limited_to_some_indexes(served: Served) -> None:
+    """Issue 40: /metrics answered a key limited to one index with every index's name and
+    usage. It reports on all of them (docs/reference/http-api.md, "Operations")."""
+    for key in (A, KA, KB):
+        response = served.client.get("/metrics", headers=key)
+        assert is_contract_error(response, status=403, code="forbidden")
+        assert "team-k" not in response.text and "index=" not in response.text
+    full = served.client.get("/metrics", headers=B)
+    assert full.status_code == 200 and "docingest_jobs" in full.text
+    # a limited key reads its own index's usage instead
+    own = served.client.get("/v1/indexes/team-ka", headers=KA).raise_for_status().json()
+    assert "usage" in own

@@ -18,6 +18,7 @@ from docingest.pipeline.errors import (
     DocumentBusy,
     DocumentIngesting,
     DocumentNotFound,
+    InvalidFilter,
     InvalidMetadata,
 )
 from docingest.pipeline.search import SearchRequest
@@ -260,3 +261,41 @@ def test_delete_by_filter_deletes_each_match_as_a_single_delete(services: Servic
     everything = delete_matching(services, INDEX, None, limit=1000)
     assert (everything.deleted, everything.more) == (4, False)
     assert services.store.count_points(INDEX) == 0
+
+
+MATCH_ALL = [
+    {"document_id": {"exists": True}},
+    {"$not": {"nobody-has": "this"}},
+    {"team": {"ne": "z"}},
+    {"team": {"in": ["a", "b"]}},
+    {"$or": [{"team": "a"}, {"team": {"exists": False}}, {"team": "b"}]},
+]
+"""Filters that match every document below, however they are written."""
+
+
+@pytest.mark.parametrize("raw", MATCH_ALL)
+def test_a_filter_matching_every_document_deletes_nothing(
+    services: Services, raw: dict[str, Any]
+) -> None:
+    for n in range(4):
+        ingest(services, f"doc-{n}", 2, team="ab"[n % 2])
+    with pytest.raises(InvalidFilter, match="all=true"):
+        delete_matching(services, INDEX, SearchFilter.parse(raw), limit=1000)
+    assert len(services.store.list_documents(INDEX)) == 4
+    assert services.store.count_points(INDEX) == 8
+
+
+def test_a_filter_leaving_one_document_out_deletes_the_rest(services: Services) -> None:
+    for n in range(4):
+        ingest(services, f"doc-{n}", 1, team="ab"[n % 2])
+    ingest(services, "odd-one", 1)  # no team: `ne` matches it, `exists` does not
+    outcome = delete_matching(
+        services, INDEX, SearchFilter.parse({"team": {"exists": True}}), limit=10
+    )
+    assert (outcome.deleted, outcome.more) == (4, False)
+    assert [d.document_id for d in services.store.list_documents(INDEX)] == ["odd-one"]
+    # the one left is every document now: the same kind of filter is refused
+    with pytest.raises(InvalidFilter):
+        delete_matching(services, INDEX, SearchFilter.parse({"team": {"ne": "a"}}), limit=10)
+    nothing = delete_matching(services, INDEX, SearchFilter.parse({"team": "a"}), limit=10)
+    assert (nothing.deleted, nothing.more) == (0, False)

@@ -104,6 +104,10 @@ def test_user_metadata_accepts_the_documented_types() -> None:
         ('{"n": null}', "not NoneType"),
         ('{"n": 9223372036854775808}', "64-bit integer range"),
         ('{"n": -9223372036854775809}', "64-bit integer range"),
+        ('{"team": "\\ud800"}', "lone surrogate"),  # json.loads makes it; UTF-8 cannot
+        ('{"tags": ["a", "\\udfff"]}', "lone surrogate"),
+        ('{"team\\n": 1}', "invalid"),  # `$` matched before a final newline
+        ("[" * 5000 + "]" * 5000, "nested too deeply"),
     ],
 )
 def test_user_metadata_rejections_say_what_is_wrong(raw: str, fragment: str) -> None:

@@ -88,6 +88,34 @@ def test_a_delete_must_name_what_it_deletes(api: Api) -> None:  # noqa: F811
     assert len(listing(api.http)["documents"]) == 3
 
 
+@pytest.mark.parametrize(
+    "selector",
+    [
+        {"document_id": {"exists": True}},
+        {"$not": {"nobody-has": "this"}},
+        {"grp": {"ne": "none of them"}},
+        {"grp": {"nin": ["x", "y"]}},
+        {"$or": [{"grp": "g"}, {"grp": {"exists": False}}]},
+    ],
+)
+def test_a_filter_that_matches_everything_needs_all_true(
+    api: Api,  # noqa: F811
+    selector: dict[str, object],
+) -> None:
+    """Issue 40: the guard is decided by what the filter matches, not by its spelling."""
+    for n in range(3):
+        ingest(api.services, f"doc-{n}", 1, grp="g")
+    response = api.http.delete(DOCS, params={"filter": json.dumps(selector)})
+    assert is_contract_error(response, status=400, code="invalid_filter")
+    assert "all=true" in response.json()["error"]["message"]
+    assert len(listing(api.http)["documents"]) == 3
+    ingest(api.services, "other", 1, grp="h")
+    some = json.dumps(selector | {"$and": [{"grp": "g"}]})  # leaves "other" out
+    deleted = api.http.delete(DOCS, params={"filter": some})
+    assert deleted.status_code == 202 and deleted.json() == {"deleted": 3, "more": False}
+    assert [d["document_id"] for d in listing(api.http)["documents"]] == ["other"]
+
+
 METADATA = [
     None, "team", [1], {"text": "x"}, {"": 1}, {"k" * 65: 1}, {"nested": {"a": 1}},
     {"huge": "x" * 1_000_000}, {"n": 2**64}, {"list": list(range(1000))},

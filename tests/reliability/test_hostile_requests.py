@@ -208,6 +208,19 @@ BAD_FILTERS = [
         422, "validation_error", "filter",
     ),
     BadFilter(
+        "filter-datetime-in-year-10000-in-utc",
+        body({"ingested_at": {"gte": "9999-12-31T23:59:59-23:59"}}),
+        400, "invalid_filter", "within years 0001-9999 once moved to UTC",
+    ),
+    BadFilter(
+        "filter-datetime-in-year-0-in-utc", body({"n": {"lt": "0001-01-01T00:30:00+01:00"}}),
+        400, "invalid_filter", "'n'",
+    ),
+    BadFilter(
+        "filter-lone-surrogate", body({"n": {"in": ["a", "\ud800"]}}),
+        400, "invalid_filter", "lone surrogate",
+    ),
+    BadFilter(
         "filter-nested-100000-deep", '{"query": "x", "filter": {"n": ' + nested(100_000) + "}}",
         400, "invalid_request", "error parsing the body",
     ),
@@ -264,6 +277,8 @@ def test_a_declared_field_refuses_values_of_another_type(deployment: Deployment)
         ("typed-upload-string-for-integer", {"year": "2024"}),
         ("typed-upload-bad-datetime", {"published": "last tuesday"}),
         ("typed-upload-number-in-keyword-list", {"tags": ["a", 1]}),
+        ("typed-upload-datetime-in-year-10000-in-utc", {"published": "9999-12-31T23:59:59-23:59"}),
+        ("typed-upload-datetime-in-year-0-in-utc", {"published": "0001-01-01T00:30:00+01:00"}),
     ]
     for case, metadata in uploads:
         response = measured(
@@ -380,6 +395,10 @@ def test_metadata_errors_say_what_is_wrong_once(deployment: Deployment) -> None:
     assert "Invalid control character at position 3." in message and "at at" not in message
     huge = measured(deployment, "metadata-int-beyond-int64", send(json.dumps({"n": BIG})))
     assert "64-bit integer range" in assert_error(huge, 400, "invalid_metadata")
+    lone = measured(deployment, "metadata-lone-surrogate", send('{"team": "\\ud800"}'))
+    assert "'team' holds a lone surrogate" in assert_error(lone, 400, "invalid_metadata")
+    deep = measured(deployment, "metadata-nested-10000-deep", send(nested(10_000)))
+    assert "nested too deeply" in assert_error(deep, 400, "invalid_metadata")
     assert_still_serving(deployment)
 
 

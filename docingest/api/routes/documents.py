@@ -228,7 +228,12 @@ def list_documents(
     "",
     status_code=202,
     response_model=DeletedDocuments,
-    responses={400: {"description": "No filter (pass all=true to delete every document)"}},
+    responses={
+        400: {
+            "description": "No filter, or one that matches every document (pass all=true, "
+            "alone, to delete every document)"
+        }
+    },
 )
 def delete_documents(
     index: AuthorizedIndex,
@@ -238,7 +243,8 @@ def delete_documents(
     limit: Annotated[int, Query(ge=1, le=MAX_DELETE)] = MAX_DELETE,
 ) -> DeletedDocuments:
     """Delete up to `limit` documents the filter matches, each as a single DELETE does;
-    `more` says whether others still match (send the request again)."""
+    `more` says whether others still match (send the request again). A filter that matches
+    every document is refused like no filter (`delete_matching`): that takes all=true."""
     search_filter = _parse_filter(filter)
     if all and filter is not None:
         raise InvalidFilter("all=true deletes every document; send it without a filter.")

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from docingest.api.deps import CeleryDep, JobsDep, PrincipalDep, ServicesDep, authorize_index
 from docingest.api.enqueue import enqueue
-from docingest.pipeline.errors import Forbidden, JobStateConflict
+from docingest.pipeline.errors import JobStateConflict
 from docingest.pipeline.jobs.job import Job
 from docingest.pipeline.keys import JobStatus
 
@@ -29,8 +29,7 @@ class CancelledJob(Job):
 
 def _visible_job(jobs: JobsDep, principal: PrincipalDep, job_id: str) -> Job:
     job = jobs.get(job_id)
-    if not principal.may_use(job.index):
-        raise Forbidden(f"This API key is not allowed to use index '{job.index}'.")
+    principal.check(job.index)
     return job
 
 

@@ -69,6 +69,12 @@ async def readyz(request: Request, state: StateDep, principal: PrincipalDep) -> 
 
 @router.get("/metrics", response_class=Response)
 async def metrics(request: Request, principal: PrincipalDep) -> Response:
-    """Prometheus text format."""
+    """Prometheus text format; with API keys, for a key not limited to some indexes.
+
+    Not a filtered view for limited keys: beside the per-index usage, the jobs by status,
+    queue depth, staging, embedding and webhook series count every index's work together,
+    so even without names they would show a tenant the others' activity. Scraping is the
+    operator's; a limited key reads its indexes' usage from `GET /v1/indexes/{index}`."""
+    principal.check_every_index("/metrics")
     payload = await run_in_threadpool(render, request.app.state.metrics_registry)
     return Response(payload, media_type="text/plain; version=0.0.4; charset=utf-8")

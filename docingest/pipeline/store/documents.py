@@ -192,6 +192,12 @@ class DocumentRecords:
         chunks = self._engine.count(index, models.Filter(must=[LIVE]))
         return documents, chunks
 
+    def match_all(self, index: str, search_filter: SearchFilter) -> bool:
+        """Whether every live document of the index matches `search_filter` (an engine count
+        of the documents it leaves out: none), whatever the filter's spelling."""
+        left_out = models.Filter(must=[LIVE, _FIRST], must_not=[to_qdrant(search_filter)])
+        return self._engine.count(index, left_out) == 0
+
     def _backfill_once(self, index: str) -> None:
         """Give the records written before documents were ordered (by an older release, or
         imported from its export) their order keys, once per index and process."""

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from docingest.pipeline.errors import InvalidFilter
-from docingest.pipeline.metadata import INT64
-from docingest.pipeline.store.schema import FieldType, parse_datetime
+from docingest.pipeline.metadata import INT64, LONE_SURROGATE, METADATA_KEY, is_text
+from docingest.pipeline.store.schema import DATETIME_FORM, FieldType, parse_datetime
 
 TOP_LEVEL_KEYS: dict[str, FieldType] = {"document_id": "keyword", "ingested_at": "datetime"}
 """Filter keys that address the point payload itself, and their types."""
@@ -43,9 +43,6 @@ MAX_VALUES = 4000
 RANGE_OPS = ("gte", "gt", "lte", "lt")
 OPERATORS = (*RANGE_OPS, "in", "nin", "ne", "all", "exists")
 GROUPS = ("$and", "$or", "$not")
-_KEY = re.compile(
-    r"[A-Za-z][A-Za-z0-9_.-]{0,63}"
-)  # the metadata key rule of docingest/pipeline/metadata
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 Scalar = str | int | float | bool
@@ -159,7 +156,7 @@ class _Parser:
         return Group("and" if key == "$and" else "or", members)
 
     def _field(self, key: str, value: Any) -> list[Condition]:
-        if not _KEY.fullmatch(key):
+        if not METADATA_KEY.fullmatch(key):
             raise InvalidFilter(
                 f"Filter key {key!r} is invalid: metadata keys are 1-64 letters, digits, "
                 "'_', '-' or '.', starting with a letter."
@@ -236,6 +233,8 @@ class _Field:
         return Condition(self.name, self.path, op, tuple(value for value, _ in checked), kind)
 
     def _value(self, value: Any) -> tuple[Scalar, Kind]:
+        if isinstance(value, str) and not is_text(value):
+            raise self.fail(f"the value {LONE_SURROGATE}.")
         declared = self.declared
         if declared in ("keyword", "keyword[]", "text"):
             if not isinstance(value, str):
@@ -308,10 +307,7 @@ class _Field:
             raise self.fail(f"expected an RFC 3339 datetime string, not {_type_name(value)}.")
         normalised = parse_datetime(value)
         if normalised is None:
-            raise self.fail(
-                f"{value[:40]!r} is not an RFC 3339 datetime, such as 2026-01-31T09:30:00Z "
-                "or 2026-01-31."
-            )
+            raise self.fail(f"{value[:40]!r} is not {DATETIME_FORM}.")
         return normalised
 
 

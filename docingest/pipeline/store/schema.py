@@ -16,7 +16,7 @@ from typing import Any, Literal
 from qdrant_client import models
 
 from docingest.pipeline.errors import IndexConflict, InvalidMetadata
-from docingest.pipeline.metadata import INT64, RESERVED_KEYS
+from docingest.pipeline.metadata import INT64, METADATA_KEY, RESERVED_KEYS
 
 FieldType = Literal["keyword", "keyword[]", "integer", "float", "boolean", "datetime", "text"]
 MetadataSchema = dict[str, FieldType]
@@ -42,8 +42,16 @@ _DATETIME = re.compile(
 )
 
 
+DATETIME_FORM = (
+    "an RFC 3339 datetime within years 0001-9999 once moved to UTC, such as "
+    "2026-01-31T09:30:00Z or 2026-01-31"
+)
+"""What a datetime value must be, for messages."""
+
+
 def parse_datetime(value: str) -> str | None:
-    """Return `value` as a normalised RFC 3339 UTC string, or None if it is not a datetime."""
+    """Return `value` as a normalised RFC 3339 UTC string, or None if it is not a datetime
+    or is one whose offset moves it out of years 1-9999 (which `datetime` cannot hold)."""
     if len(value) > 40 or not _DATETIME.fullmatch(value):
         return None
     text = value.replace(" ", "T").replace("z", "Z")
@@ -57,7 +65,10 @@ def parse_datetime(value: str) -> str | None:
         return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    moment = moment.astimezone(UTC)
+    try:
+        moment = moment.astimezone(UTC)
+    except OverflowError:  # "9999-12-31T23:59:59-23:59" is in year 10000 in UTC
+        return None
     spec = "microseconds" if moment.microsecond else "seconds"
     return moment.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
 
@@ -68,7 +79,7 @@ def check_schema(raw: Mapping[str, Any]) -> MetadataSchema:
         raise ValueError(f"metadata_schema may declare at most {MAX_SCHEMA_FIELDS} fields")
     checked: MetadataSchema = {}
     for key, kind in raw.items():
-        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", key):
+        if not isinstance(key, str) or not METADATA_KEY.fullmatch(key):
             raise ValueError(
                 f"metadata_schema field {key!r} is not a metadata key (1-64 letters, digits, "
                 "'_', '-' or '.', starting with a letter)"
@@ -139,4 +150,4 @@ def _problem(kind: FieldType, value: Any) -> str | None:
         return None
     if isinstance(value, str) and parse_datetime(value) is not None:
         return None
-    return "expected an RFC 3339 datetime string, such as 2026-01-31T09:30:00Z or 2026-01-31."
+    return f"expected {DATETIME_FORM}."

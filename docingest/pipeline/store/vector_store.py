@@ -394,6 +394,10 @@ class VectorStore(CandidateQueries):
         at a time (`docingest.pipeline.store.ordering`)."""
         return self._records.iterate(validate_index_name(index), search_filter=filter, after=after)
 
+    def matches_every_document(self, index: str, filter: SearchFilter) -> bool:
+        """Whether `filter` matches every document the index holds (True for an empty one)."""
+        return self._records.match_all(validate_index_name(index), filter)
+
     def document_page(
         self,
         index: str,

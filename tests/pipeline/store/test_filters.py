@@ -238,6 +238,10 @@ def test_nesting_and_sizes_up_to_their_bounds_are_accepted() -> None:
         ("2026-02-30", None),
         ("31/01/2026", None),
         ("2026-01-31T09:30:00+0100", None),
+        ("9999-12-31T23:59:59-23:59", None),  # year 10000 in UTC: OverflowError before
+        ("0001-01-01T00:30:00+01:00", None),  # year 0 in UTC
+        ("9999-12-31T23:59:59+00:00", "9999-12-31T23:59:59Z"),
+        ("0001-01-01T00:30:00+00:30", "0001-01-01T00:00:00Z"),
     ],
 )
 def test_datetimes(text: str, normalised: str | None) -> None:
