@@ -89,9 +89,11 @@ class ClaimRoom:
 SCAN_BEYOND = 200
 """Due deliveries a claim looks at beyond those it may take, to find ones whose target has room;
 those it passes over are put off (`PUT_OFF_SECONDS`), so a longer backlog moves too."""
-PUT_OFF_SECONDS = (0.5, 5.0)
-"""How long a delivery is put off when its target is busy, or slow: about a poll for a busy
-one, which frees a sender soon; longer for a slow one, whose attempts run to the timeout."""
+PUT_OFF_SECONDS = (0.25, 1.0)
+"""How long a delivery is put off when its target is busy, or slow: briefly for a busy one,
+which frees a sender soon; longer for a slow one, whose attempts run to the timeout, yet short
+enough that a healthy receiver briefly taken for slow is not held back (BENCHMARKS.md,
+"Bulkheads")."""
 
 
 @dataclass(frozen=True, slots=True)
