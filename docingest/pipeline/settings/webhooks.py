@@ -34,7 +34,7 @@ class WebhookSettings(BaseSettings):
     webhook_concurrency: int = Field(default=8, gt=0, le=256)
     """Deliveries one dispatcher (one per `serve` or `worker` process) sends at once."""
 
-    webhook_target_concurrency: int = Field(default=2, gt=0, le=256)
+    webhook_target_concurrency: int = Field(default=4, gt=0, le=256)
     """Deliveries one dispatcher sends at once to one receiver (scheme, host and port), so a
     receiver that hangs holds only these senders; receivers slow to answer share at most half
     of `webhook_concurrency` between them."""
