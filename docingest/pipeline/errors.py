@@ -49,7 +49,8 @@
 
     RerankFailed                      the second stage of a search failed (timeout,
                                       rate_limited, rerank_unavailable, rerank_refused,
-                                      rerank_bad_reply, rerank_not_configured): caught by
+                                      rerank_bad_reply, rerank_not_configured,
+                                      rerank_busy): caught by
                                       the stage, reported in the response, never an HTTP error
 
     ControlSignal                     not an error: a job stopping on purpose, index as it was

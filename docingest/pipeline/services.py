@@ -32,6 +32,7 @@ from docingest.pipeline.keys import Keys
 from docingest.pipeline.outbox import DeleteUnderWay, Outbox
 from docingest.pipeline.redis_errors import REDIS_DOWN
 from docingest.pipeline.rerank import RerankDefaults, Reranker, RerankSpec, build_reranker
+from docingest.pipeline.rerank.bounded import BoundedReranker
 from docingest.pipeline.search import (
     Fusion,
     Reranking,
@@ -85,6 +86,8 @@ class Services:
         self._store: VectorStore | None = None
         self._embedders: dict[tuple[str, str, int | None], Embedder] = {}
         self._rerankers: dict[tuple[str, str], Reranker] = {}
+        self._rerank_gates: dict[str, threading.BoundedSemaphore] = {}
+        """One per provider: the bulkhead of `docingest.pipeline.rerank.bounded`."""
         self._lock = threading.RLock()
 
     @property
@@ -227,14 +230,20 @@ class Services:
 
     def reranker_for(self, spec: RerankSpec) -> Reranker:
         """Return the re-ranker of `spec`'s provider and model, built once per process (its
-        HTTP connections are kept); `RerankFailed` when no URL is configured."""
+        HTTP connections are kept) and bounded in calls at once per provider; `RerankFailed`
+        when no URL is configured."""
         key = (spec.provider, spec.model)
+        most = self.settings.rerank_concurrency
         with self._lock:
             reranker = self._rerankers.get(key)
             if reranker is None:
-                reranker = build_reranker(
+                gate = self._rerank_gates.setdefault(
+                    spec.provider, threading.BoundedSemaphore(most)
+                )
+                built = build_reranker(
                     spec.provider, spec.model, settings=self.settings, redis=self.redis
                 )
+                reranker = BoundedReranker(built, gate, most=most)
                 self._rerankers[key] = reranker
             return reranker
 

@@ -21,8 +21,9 @@ READY_CACHE_SECONDS = 10.0
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
-    """200 while the process runs."""
+async def healthz() -> dict[str, str]:
+    """200 while the process runs; answered on the event loop, never queued behind the
+    worker threads that searches and a slow re-ranker may fill."""
     return {"status": "ok"}
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Query
 
 from docingest.api.deps import AuthorizedIndex, ServicesDep
+from docingest.api.query_filter import FILTER_HELP, filter_param
 from docingest.pipeline.search import SearchMode, SearchRequest, SearchResponse
 
 router = APIRouter(prefix="/v1/indexes/{index}/search", tags=["search"])
@@ -28,13 +31,15 @@ def search_get(
     max_chunks_per_document: int | None = Query(default=None, ge=1),
     rerank: bool | None = None,
     explain: bool = False,
+    filter: Annotated[str | None, Query(description=FILTER_HELP)] = None,
 ) -> SearchResponse:
     """The same search, for quick use from a browser (`rerank`: true/false or the index's
-    default when left out)."""
+    default when left out; `filter`: the POST body's filter as JSON text)."""
     request = SearchRequest(
         query=q,
         top_k=top_k,
         mode=mode,
+        filter=filter_param(filter),
         max_chunks_per_document=max_chunks_per_document,
         rerank=rerank,
         explain=explain,

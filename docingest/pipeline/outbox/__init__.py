@@ -2,6 +2,7 @@
 
 from docingest.pipeline.outbox.events import EVENTS, JOB_EVENTS, Event
 from docingest.pipeline.outbox.store import (
+    ClaimRoom,
     DeleteUnderWay,
     Delivery,
     Outbox,
@@ -12,6 +13,7 @@ from docingest.pipeline.outbox.store import (
 __all__ = [
     "EVENTS",
     "JOB_EVENTS",
+    "ClaimRoom",
     "DeleteUnderWay",
     "Delivery",
     "Event",

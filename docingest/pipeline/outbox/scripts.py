@@ -76,32 +76,71 @@ return outbox_count
 """
 )
 
-# KEYS: due. ARGV: delivery prefix, most to claim, lease seconds, subscriptions prefix.
+# KEYS: due. ARGV: delivery prefix, most to claim, lease seconds, subscriptions prefix, how
+# many due deliveries to look at, attempts allowed per target, a JSON object of the rooms left
+# to busy targets, a JSON list of the slow targets, the room the slow ones share, seconds to
+# put off a delivery whose target has no room (busy, slow).
 # Returns the HGETALL of each claimed delivery, with its webhook's subscription JSON as
-# `subscription` ('' when the webhook is gone); a claim pushes its due time past the lease, so
-# the deliveries of a dispatcher that died are claimed again once it runs out.
+# `subscription` ('' when the webhook is gone) and its `target` (the receiver's origin); a
+# claim pushes its due time past the lease, so the deliveries of a dispatcher that died are
+# claimed again once it runs out. A delivery whose target has no room is put off, unclaimed, so
+# the deliveries behind it (to other receivers) come to the front: the bulkhead of
+# `docingest.pipeline.webhooks.targets`.
 CLAIM_DUE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local most = tonumber(ARGV[2])
+local per_target = tonumber(ARGV[6])
+local rooms = cjson.decode(ARGV[7])
+local slow = {}
+for _, target in ipairs(cjson.decode(ARGV[8])) do slow[target] = true end
+local slow_room = tonumber(ARGV[9])
+local function target_of(url)
+    local origin = string.match(url or '', '^(%a[%w+.-]*://[^/?#]*)')
+    if not origin then return '' end
+    return string.lower((string.gsub(origin, '//[^@]*@', '//')))
+end
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
 local claimed = {}
 for _, id in ipairs(ids) do
+    if #claimed >= most then break end
     local key = ARGV[1] .. id
     if redis.call('HGET', key, 'status') ~= 'pending' then
         redis.call('ZREM', KEYS[1], id)
     else
-        redis.call('HINCRBY', key, 'attempts', 1)
-        redis.call('HSET', key, 'claimed_at', tostring(now))
-        redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)
-        local row = redis.call('HGETALL', key)
-        local fields = {}
-        for i = 1, #row, 2 do fields[row[i]] = row[i + 1] end
-        if fields.webhook and fields.webhook ~= '' then
-            local sub = redis.call('HGET', ARGV[4] .. fields.index, fields.webhook)
-            table.insert(row, 'subscription')
-            table.insert(row, sub or '')
+        local webhook = redis.call('HGET', key, 'webhook')
+        local sub, url = false, redis.call('HGET', key, 'url')
+        if webhook and webhook ~= '' then
+            sub = redis.call('HGET', ARGV[4] .. redis.call('HGET', key, 'index'), webhook)
+            url = ''
+            if sub then
+                local ok, decoded = pcall(cjson.decode, sub)
+                if ok and type(decoded) == 'table' and type(decoded.url) == 'string' then
+                    url = decoded.url
+                end
+            end
         end
-        table.insert(claimed, row)
+        local target = target_of(url)
+        local room = rooms[target] or per_target
+        if slow[target] and slow_room < room then room = slow_room end
+        if room <= 0 then
+            local defer = slow[target] and ARGV[11] or ARGV[10]
+            redis.call('ZADD', KEYS[1], now + tonumber(defer), id)
+        else
+            rooms[target] = (rooms[target] or per_target) - 1
+            if slow[target] then slow_room = slow_room - 1 end
+            redis.call('HINCRBY', key, 'attempts', 1)
+            redis.call('HSET', key, 'claimed_at', tostring(now))
+            redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)
+            local row = redis.call('HGETALL', key)
+            if webhook and webhook ~= '' then
+                table.insert(row, 'subscription')
+                table.insert(row, sub or '')
+            end
+            table.insert(row, 'target')
+            table.insert(row, target)
+            table.insert(claimed, row)
+        end
     end
 end
 return claimed

@@ -75,6 +75,28 @@ class Subscription(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimRoom:
+    """What one claim may take per target (a receiver's origin): `rooms` for the busy targets
+    (any other gets `per_target`), and `slow_room` shared by the `slow` targets
+    (`docingest.pipeline.webhooks.targets`)."""
+
+    per_target: int
+    rooms: dict[str, int]
+    slow: list[str]
+    slow_room: int
+
+
+SCAN_BEYOND = 200
+"""Due deliveries a claim looks at beyond those it may take, to find ones whose target has room;
+those it passes over are put off (`PUT_OFF_SECONDS`), so a longer backlog moves too."""
+PUT_OFF_SECONDS = (0.25, 1.0)
+"""How long a delivery is put off when its target is busy, or slow: briefly for a busy one,
+which frees a sender soon; longer for a slow one, whose attempts run to the timeout, yet short
+enough that a healthy receiver briefly taken for slow is not held back (BENCHMARKS.md,
+"Bulkheads")."""
+
+
+@dataclass(frozen=True, slots=True)
 class Delivery:
     """One claimed delivery, as the dispatcher sends it."""
 
@@ -93,6 +115,8 @@ class Delivery:
     """The whole stored hash (`job` or `data`, `body` once rendered)."""
     subscription: Subscription | None = None
     """The webhook as it is now (None for a callback, or when the webhook was removed)."""
+    target: str = ""
+    """The receiver's origin (`scheme://host:port`), which its limits are kept by."""
 
 
 class Outbox:
@@ -205,8 +229,16 @@ class Outbox:
 
     # --- the dispatcher's side ----------------------------------------------------------
 
-    def claim(self, most: int, *, lease_seconds: float) -> list[Delivery]:
-        """Claim up to `most` due deliveries for `lease_seconds`."""
+    def claim(
+        self, most: int, *, lease_seconds: float, room: ClaimRoom | None = None
+    ) -> list[Delivery]:
+        """Claim up to `most` due deliveries for `lease_seconds`, within `room` when given
+        (else as many to one target as to any)."""
+        if room is None:
+            room = ClaimRoom(per_target=most, rooms={}, slow=[], slow_room=most)
+            scan = most
+        else:
+            scan = most + SCAN_BEYOND
         with map_redis_errors():
             rows = self._claim(
                 keys=[self.keys.webhooks_due],
@@ -215,6 +247,12 @@ class Outbox:
                     most,
                     lease_seconds,
                     self.keys.webhooks_prefix,
+                    scan,
+                    room.per_target,
+                    json.dumps(room.rooms),
+                    json.dumps(room.slow),
+                    room.slow_room,
+                    *PUT_OFF_SECONDS,
                 ],
             )
         claimed = []
@@ -237,6 +275,7 @@ class Outbox:
                         if fields.get("subscription")
                         else None
                     ),
+                    target=fields.get("target", ""),
                 )
             )
         return claimed

@@ -124,9 +124,9 @@ def _ordered(pool: list[Candidate], scores: list[float], spec: RerankSpec) -> li
 
 
 def _failed(error: RerankFailed, spec: RerankSpec, *, endpoint: str = "(none)") -> RerankOutcome:
-    requested = endpoint != "(none)"
-    if requested:
+    if endpoint != "(none)":
         metrics.RERANK_REQUESTS.labels(spec.provider, endpoint, error.code).inc()
+    requested = endpoint != "(none)" and error.code != "rerank_busy"  # busy: nothing was sent
     log.warning(
         "rerank by %s at %s failed, first-stage order kept: %s: %s",
         spec.provider,

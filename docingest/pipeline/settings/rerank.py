@@ -39,5 +39,10 @@ class RerankSettings(BaseSettings):
     rerank_max_attempts: int = Field(default=2, gt=0)
     """Attempts per rerank (first try included), within the deadline."""
 
+    rerank_concurrency: int = Field(default=8, ge=1, le=1000)
+    """Rerank requests one process sends at once per provider; a search finding them all under
+    way is answered at once in first-stage order (`rerank_busy`), so a re-ranker that hangs
+    holds at most this many of the API's threads."""
+
     rerank_requests_per_minute: int = Field(default=0, ge=0)
     """Rerank requests per minute per credential, shared by every process; 0 = no limit."""

@@ -34,6 +34,11 @@ class WebhookSettings(BaseSettings):
     webhook_concurrency: int = Field(default=8, gt=0, le=256)
     """Deliveries one dispatcher (one per `serve` or `worker` process) sends at once."""
 
+    webhook_target_concurrency: int = Field(default=4, gt=0, le=256)
+    """Deliveries one dispatcher sends at once to one receiver (scheme, host and port), so a
+    receiver that hangs holds only these senders; receivers slow to answer share at most half
+    of `webhook_concurrency` between them."""
+
     webhook_log_size: int = Field(default=100, gt=0, le=10_000)
     """Recent deliveries kept per webhook for `GET .../webhooks/{name}/deliveries`."""
 

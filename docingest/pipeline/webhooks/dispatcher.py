@@ -6,9 +6,10 @@ One runs in every `docingest serve` and `docingest worker` process; any number m
 Redis. A claim moves the delivery's due time past its lease (`LEASE_SECONDS`), so if the
 process dies mid-attempt (kill -9), another dispatcher, or this one restarted, claims it
 again when the lease runs out: delivery is at least once, and a receiver dedupes on
-`X-Docingest-Delivery`. It runs on its own threads and HTTP client, never on the ingest path,
-so a receiver that is slow or never answers holds only a delivery slot (one thread, for at
-most the timeout).
+`X-Docingest-Delivery`. It runs on its own threads and HTTP client, never on the ingest path.
+A receiver that is slow or never answers holds only its own senders: at most
+`webhook_target_concurrency`, and the slow ones together at most half of them
+(`docingest.pipeline.webhooks.targets`), so the others' deliveries go out meanwhile.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from docingest.pipeline.settings import Settings
 from docingest.pipeline.webhooks.connections import Connections
 from docingest.pipeline.webhooks.payload import render
 from docingest.pipeline.webhooks.sender import Attempt, attempt, headers_for
+from docingest.pipeline.webhooks.targets import TargetLoad
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,13 @@ class Dispatcher:
         self._settings = settings
         self._slots = threading.BoundedSemaphore(settings.webhook_concurrency)
         """One per sender thread not busy with a delivery."""
-        self._claimed: queue.SimpleQueue[Delivery | None] = queue.SimpleQueue()
+        self._claimed: queue.SimpleQueue[tuple[Delivery, float] | None] = queue.SimpleQueue()
+        """Each claimed delivery with when it was counted in flight (`TargetLoad.started`)."""
         self._connections = Connections(most=settings.webhook_concurrency)
+        self._load = TargetLoad(
+            per_target=settings.webhook_target_concurrency,
+            slow_share=max(1, settings.webhook_concurrency // 2),
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="webhooks", daemon=True)
         # Threads kept for the process's life rather than one per delivery: a thread's start
@@ -91,15 +98,17 @@ class Dispatcher:
         if free == 0:
             return 0
         try:
-            claimed = self._outbox.claim(free, lease_seconds=lease_seconds(self._settings))
+            claimed = self._outbox.claim(
+                free, lease_seconds=lease_seconds(self._settings), room=self._load.room()
+            )
         except BaseException:
             for _ in range(free):
                 self._slots.release()
             raise
         for _ in range(free - len(claimed)):
             self._slots.release()
-        for delivery in claimed:
-            self._claimed.put(delivery)
+        for delivery in claimed:  # counted now, so the next claim sees it, not when sent
+            self._claimed.put((delivery, self._load.started(delivery.target)))
         return len(claimed)
 
     def _run(self) -> None:
@@ -123,10 +132,10 @@ class Dispatcher:
                 self._stop.wait(POLL_SECONDS)
 
     def _send(self) -> None:
-        while (delivery := self._claimed.get()) is not None:
-            self._deliver(delivery)
+        while (claimed := self._claimed.get()) is not None:
+            self._deliver(*claimed)
 
-    def _deliver(self, delivery: Delivery) -> None:
+    def _deliver(self, delivery: Delivery, start: float) -> None:
         try:
             self._attempt(delivery)
         except DependencyUnavailable as exc:  # the lease runs out and it is claimed again
@@ -134,6 +143,7 @@ class Dispatcher:
         except Exception:
             log.exception("webhook delivery %s failed unexpectedly", delivery.id)
         finally:
+            self._load.ended(delivery.target, start)
             self._slots.release()
 
     def _attempt(self, delivery: Delivery) -> None:
