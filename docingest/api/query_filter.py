@@ -1,5 +1,6 @@
-"""A filter sent in a query string (`?filter=` of a GET): JSON text, read as a search's
-`filter` object is; too long, not JSON or not an object is 400 `invalid_filter`."""
+"""A filter sent in a query string (`?filter=` of a GET search, a documents listing or a
+delete by filter): JSON text, read as a search's `filter` object is; too long, not JSON or not
+an object is 400 `invalid_filter`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from docingest.pipeline.errors import InvalidFilter
 MAX_FILTER_CHARS = 16_384
 
 FILTER_HELP = (
-    'A JSON object of conditions, as the POST body\'s `filter`: {"department": "legal"}; '
+    'A JSON object of conditions, as a search\'s `filter`: {"department": "legal"}; '
     "document_id, ingested_at and metadata keys."
 )
 

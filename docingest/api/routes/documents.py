@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import unicodedata
 import uuid
 from typing import Annotated, Any
@@ -13,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from docingest.api.deps import AuthorizedIndex, ServicesDep, StateDep, StoreDep
 from docingest.api.enqueue import enqueue
+from docingest.api.query_filter import FILTER_HELP, filter_param
 from docingest.api.upload import receive_upload
 from docingest.pipeline import metrics
 from docingest.pipeline.documents import (
@@ -38,11 +38,6 @@ router = APIRouter(prefix="/v1/indexes/{index}/documents", tags=["documents"])
 MAX_DOCUMENT_ID_CHARS = 512
 DEFAULT_PAGE = 100
 """Documents per listing page when a paging request names no `limit`."""
-MAX_FILTER_CHARS = 16_384
-_FILTER_HELP = (
-    'A JSON object of conditions, as a search\'s `filter`: {"department": "legal"}; '
-    "document_id and metadata keys."
-)
 
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {
@@ -206,7 +201,7 @@ async def upload_document(
 def list_documents(
     index: AuthorizedIndex,
     store: StoreDep,
-    filter: Annotated[str | None, Query(description=_FILTER_HELP)] = None,
+    filter: Annotated[str | None, Query(description=FILTER_HELP)] = None,
     limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
     cursor: Annotated[str | None, Query(max_length=4096)] = None,
 ) -> DocumentList:
@@ -238,7 +233,7 @@ def list_documents(
 def delete_documents(
     index: AuthorizedIndex,
     services: ServicesDep,
-    filter: Annotated[str | None, Query(description=_FILTER_HELP)] = None,
+    filter: Annotated[str | None, Query(description=FILTER_HELP)] = None,
     all: Annotated[bool, Query(description="Delete every document (with no filter).")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_DELETE)] = MAX_DELETE,
 ) -> DeletedDocuments:
@@ -285,19 +280,8 @@ def patch_document(
 
 
 def _parse_filter(raw: str | None) -> SearchFilter | None:
-    if raw is None:
-        return None
-    if len(raw) > MAX_FILTER_CHARS:
-        raise InvalidFilter(f"The filter is longer than {MAX_FILTER_CHARS} characters.")
-    try:
-        parsed = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidFilter(
-            'The filter is not valid JSON; send an object such as {"department": "legal"}.'
-        ) from exc
-    if not isinstance(parsed, dict):  # JSON null too: no filter is sent by leaving it out
-        raise InvalidFilter('A filter must be a JSON object, such as {"department": "legal"}.')
-    return SearchFilter.parse(parsed)
+    parsed = filter_param(raw)
+    return None if parsed is None else SearchFilter.parse(parsed)
 
 
 @router.delete("/{document_id:path}", status_code=204)
