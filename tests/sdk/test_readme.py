@@ -8,6 +8,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
 
 from tests.support.docingest_service import ServiceEnv
 from tests.support.paths import EXAMPLES_DIR
@@ -28,10 +31,17 @@ def test_the_example_is_five_lines() -> None:
     assert len(lines) == 5, lines
 
 
-def test_the_readme_example_runs(sdk_serve: ServiceEnv, tmp_path: Path) -> None:
+@pytest.mark.parametrize("address", ["url", "host-and-port"])
+def test_the_readme_example_runs(sdk_serve: ServiceEnv, tmp_path: Path, address: str) -> None:
+    """Run it as the README says, with the service named as the CLI names it: by DOCINGEST_URL,
+    or by the DOCINGEST_HOST and DOCINGEST_PORT that `make run` on another port sets."""
     shutil.copy(EXAMPLES_DIR / "docling-README.md", tmp_path / "report.pdf")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DOCINGEST_")}
-    environ["DOCINGEST_URL"] = sdk_serve.base_url
+    if address == "url":
+        environ["DOCINGEST_URL"] = sdk_serve.base_url
+    else:
+        parts = urlsplit(sdk_serve.base_url)
+        environ["DOCINGEST_HOST"], environ["DOCINGEST_PORT"] = str(parts.hostname), str(parts.port)
     run = subprocess.run(
         [sys.executable, "-c", sdk_example()],
         cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=300,
