@@ -99,7 +99,7 @@ def test_an_mbox_of_a_million_empty_messages_is_too_large(deployment: Deployment
     data = empty * 1_000_000
     assert len(data) < MAX_UPLOAD_BYTES
     job = run_job(deployment, "mbox-million-empty", data, "empty.mbox")
-    assert_failed(job, "document_too_large", r"more than 100,000 messages")
+    assert_failed(job, "document_too_large", r"more than 20,000 messages")
     assert_still_serving(deployment)
 
 
