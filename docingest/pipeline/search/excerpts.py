@@ -127,10 +127,10 @@ def _cut(text: str, spans: list[TermSpan], lo: int, hi: int) -> Span:
     start, best, held = lo, 0, 0
     count: dict[str, int] = {}
     first = 0
-    for term, _, term_end in spans:  # two pointers over the matches, in text order
+    for last, (term, _, term_end) in enumerate(spans):  # two pointers over the matches
         count[term] = count.get(term, 0) + 1
         held += count[term] == 1
-        while term_end - spans[first][1] > EXCERPT_MAX_CHARS:
+        while first < last and term_end - spans[first][1] > EXCERPT_MAX_CHARS:
             gone = spans[first][0]
             count[gone] -= 1
             held -= count[gone] == 0

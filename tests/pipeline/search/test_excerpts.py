@@ -90,6 +90,9 @@ def test_a_megabyte_on_one_line_gives_a_small_excerpt_and_few_highlights() -> No
     assert inside and all(line[slice(*span)] in ("engine", "pump") for span in many.highlights)
     none = answer(line, query_terms("quantum"))
     assert none.excerpt[0] == 0 and none.excerpt[1] <= EXCERPT_MAX_CHARS and not none.highlights
+    word = "zq" + "k" * 900  # one term longer than an excerpt, last in the sentence
+    start, end = answer(filler * 50 + word, query_terms(word)).excerpt
+    assert 0 < end - start <= EXCERPT_MAX_CHARS
 
 
 def test_sentences_are_the_chunkers_inside_paragraphs() -> None:
