@@ -48,7 +48,8 @@ def _bind(build: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T]:
 class Client:
     """A docingest service, synchronously; thread-safe (one pooled httpx client).
 
-    `base_url` defaults to DOCINGEST_URL (else http://127.0.0.1:8000) and `api_key` to
+    `base_url` defaults to DOCINGEST_URL (else http://DOCINGEST_HOST:DOCINGEST_PORT, i.e.
+    http://127.0.0.1:8000 when unset) and `api_key` to
     DOCINGEST_API_KEY, as for the command line. Errors raise `docingest.DocingestError`
     subclasses; 429 and 503 answers are retried as `retry` says (honouring Retry-After)."""
 

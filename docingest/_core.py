@@ -28,25 +28,45 @@ ItemT = TypeVar("ItemT")
 F = TypeVar("F", bound=Callable[..., Any])
 
 URL_ENV = "DOCINGEST_URL"
+HOST_ENV = "DOCINGEST_HOST"
+PORT_ENV = "DOCINGEST_PORT"
 API_KEY_ENV = "DOCINGEST_API_KEY"
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
-"""Where a client looks when neither an argument nor DOCINGEST_URL says (`docingest serve`'s
+"""Where a client looks when neither an argument nor the environment says (`docingest serve`'s
 default address)."""
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=5.0)
 """Uploads stream the file; a slow write or a long search must not be cut at httpx's 5 s."""
 USER_AGENT = "docingest-python"
 
 
-def default_base_url(*, host: str = "127.0.0.1", port: int = 8000) -> str:
-    """`DOCINGEST_URL`, else the address a `docingest serve` on `host`:`port` answers at."""
+def default_base_url(*, host: str | None = None, port: int | None = None) -> str:
+    """`DOCINGEST_URL`, else the address a `docingest serve` on `host`:`port` answers at.
+
+    `host` and `port` default to `DOCINGEST_HOST` and `DOCINGEST_PORT`, read here from the
+    environment (not through the service's settings, which the SDK does not import), so the SDK
+    looks where the command line and `make run` do."""
     url = os.environ.get(URL_ENV, "").strip()
     if url:
         return url.rstrip("/")
+    if host is None:
+        host = os.environ.get(HOST_ENV, "").strip() or "127.0.0.1"
+    if port is None:
+        port = _env_port()
     if host in ("0.0.0.0", "::", ""):  # listening everywhere: talk to this machine
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}"
+
+
+def _env_port() -> int:
+    """`DOCINGEST_PORT` as a port number (8000 when unset); a ValueError naming it if not one."""
+    text = os.environ.get(PORT_ENV, "").strip()
+    if not text:
+        return 8000
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"{PORT_ENV}={text!r} is not a port number (1-65535)")
+    return int(text)
 
 
 def client_headers(api_key: str | None) -> dict[str, str]:

@@ -32,6 +32,12 @@ class Item:
     upload_error: ErrorInfo | None = None
 
     @property
+    def name(self) -> str:
+        """What output calls the file: the document id the service stored it under (once the
+        upload is accepted; a path `csv/a.csv` is stored as `a.csv`), else its label."""
+        return self.document_id if self.job_id is not None and self.document_id else self.label
+
+    @property
     def status(self) -> str:
         if self.upload_error is not None:
             return "failed"

@@ -199,13 +199,14 @@ def _describe(item: Item) -> str:
 
 def _log_finished(err: Console, item: Item) -> None:
     if item.finished:
-        err.print(Text(f"{item.label}: {item.status}"))
+        err.print(Text(f"{item.name}: {item.status}"))
 
 
 def summary_table(items: list[Item], *, waited: bool = True) -> Table:
-    """One row per file: status, chunks, pages, embedding tokens, and what is worth knowing."""
+    """One row per file, named by its document id: status, chunks, pages, embedding tokens, and
+    what is worth knowing."""
     table = Table(show_edge=False, pad_edge=False)
-    table.add_column("file", overflow="fold")  # a long path folds rather than push past 80
+    table.add_column("document", overflow="fold")  # a long id folds rather than push past 80
     table.add_column("status", no_wrap=True)
     if waited:
         table.add_column("chunks", justify="right", no_wrap=True)
@@ -214,7 +215,7 @@ def summary_table(items: list[Item], *, waited: bool = True) -> Table:
     table.add_column("note" if waited else "job")
     for item in items:
         style = {"completed": "green", "failed": "red"}.get(item.status, "yellow")
-        row = [Text(item.label), Text(item.status, style=style)]
+        row = [Text(item.name), Text(item.status, style=style)]
         if waited:
             result = item.result
             chunks = result.chunks if result is not None else None

@@ -89,6 +89,15 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
                     Text(f"eval: {missing} of the {len(judged)} judged documents are not in "
                          f"index '{args.index}'", style="yellow")
                 )  # fmt: skip
+            problem = (
+                evaluate.rerank_problem(client, args.index, next(iter(test.queries.values())))
+                if args.rerank and test.queries
+                else None
+            )
+            if problem is not None:
+                err.print(Text(f"docingest: --rerank, but searches of '{args.index}' are not "
+                               f"re-ranked ({problem})", style="red"))  # fmt: skip
+                return 2
             results = evaluate.evaluate(client, args.index, test, wanted, baseline=args.baseline)
         except DocingestError as exc:
             err.print(Text(f"docingest: {exc}", style="red"))
@@ -110,6 +119,10 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     else:
         show(console(), table(results))
         print(f"{len(test.queries)} queries; wins/losses on nDCG@10 against {report['baseline']}")
+    failed = evaluate.unreranked(results, len(test.queries))
+    if failed:  # the re-ranker stopped answering after the first query: the rows mean nothing
+        err.print(Text(f"docingest: {', '.join(failed)} re-ranked no query", style="red"))
+        return 1
     return 0
 
 

@@ -210,6 +210,22 @@ def variants(modes: Sequence[SearchMode], *, rerank: bool) -> list[Variant]:
     return [Variant(mode, flag) for mode in modes for flag in (False, True)]
 
 
+def rerank_problem(client: Client, index: str, query: str) -> str | None:
+    """Why a search of `index` with rerank on is not re-ranked (None when it is): `--rerank`
+    against a service without a re-ranker would print "+rerank" rows equal to the others."""
+    answer = client.search(index, query, top_k=1, rerank=True)
+    if answer.reranked:
+        return None
+    if answer.rerank_error is not None:
+        return f"{answer.rerank_error.code}: {answer.rerank_error.message}"
+    return "the search came back without rerank"
+
+
+def unreranked(results: Sequence[VariantResult], queries: int) -> list[str]:
+    """The names of the variants asked to rerank that re-ranked none of `queries`."""
+    return [r.variant.name for r in results if r.variant.rerank and queries and not r.reranked]
+
+
 def _percentile(values: Sequence[float], q: int) -> float:
     if not values:
         return 0.0

@@ -40,7 +40,12 @@ AUTH = {"Authorization": f"Bearer {API_KEY}"}
 
 
 def docingest(
-    args: Sequence[str], *, url: str, api_key: str | None = API_KEY, timeout: float = 240
+    args: Sequence[str],
+    *,
+    url: str,
+    api_key: str | None = API_KEY,
+    timeout: float = 240,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `docingest` command with DOCINGEST_URL (and the key) set, nothing else."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOCINGEST_")}
@@ -48,7 +53,7 @@ def docingest(
     if api_key is not None:
         env["DOCINGEST_API_KEY"] = api_key
     return subprocess.run(
-        [str(DOCINGEST), *args], env=env, capture_output=True, text=True, timeout=timeout
+        [str(DOCINGEST), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
     )
 
 
@@ -132,6 +137,22 @@ def test_corrupt_file_fails_with_its_code(service: ServiceEnv, tmp_path: Path) -
     assert "failed" in row(result.stdout, "broken.pdf")
     assert "corrupt_document" in row(result.stdout, "broken.pdf")
     assert "completed" in row(result.stdout, "note.txt")
+
+
+def test_the_table_names_the_document_the_service_stored(
+    service: ServiceEnv, tmp_path: Path
+) -> None:
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv" / "stanley-cups.csv").write_text("year,team\n1994,Rangers\n")
+    result = docingest(
+        ["ingest", "csv/stanley-cups.csv", "--index", "cli-named"], url=service.base_url,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert row(result.stdout, "stanley-cups.csv").startswith("stanley-cups.csv │ completed")
+    assert "csv/stanley-cups.csv" not in result.stdout + result.stderr
+    documents = httpx.get(f"{service.base_url}/v1/indexes/cli-named/documents", headers=AUTH)
+    assert [doc["document_id"] for doc in documents.json()["documents"]] == ["stanley-cups.csv"]
 
 
 def test_folder_is_walked_skipping_hidden_files(service: ServiceEnv, tmp_path: Path) -> None:

@@ -14,10 +14,12 @@ import pytest
 from docingest import beir
 from docingest.evaluate import (
     Variant,
+    VariantResult,
     mean_ndcg_and_recall,
     mrr_at,
     ndcg_at,
     recall_at,
+    unreranked,
     variants,
 )
 from tests.cli.test_client_commands import docingest
@@ -218,3 +220,22 @@ def test_eval_refuses_what_it_cannot_run(service: ServiceEnv, dataset: Path) -> 
     assert missing.returncode == 1 and "index_not_found" in missing.stderr
     no_set = docingest(["eval", str(dataset / "nothing"), "--index", "beir"], url=url, api_key=None)
     assert no_set.returncode == 2
+
+
+def test_eval_rerank_without_a_reranker_refuses(service: ServiceEnv, dataset: Path) -> None:
+    """The service has no re-ranker: "+rerank" rows would equal the others, so say so."""
+    url = service.base_url
+    docingest(["eval", str(dataset), "--index", "beir", "--ingest", str(dataset / "corpus.jsonl")],
+              url=url, api_key=None)  # fmt: skip
+    result = docingest(["eval", str(dataset), "--index", "beir", "--rerank", "--json"], url=url,
+                       api_key=None)  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--rerank" in result.stderr and "rerank_not_configured" in result.stderr
+    assert result.stdout == ""  # no report of rows that mean nothing
+
+
+def test_a_rerank_variant_that_reranked_nothing_is_named() -> None:
+    results = [VariantResult(Variant("hybrid", False)), VariantResult(Variant("hybrid", True))]
+    assert unreranked(results, 3) == ["hybrid+rerank"]
+    results[1].reranked = 3
+    assert unreranked(results, 3) == []

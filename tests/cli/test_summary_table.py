@@ -42,7 +42,7 @@ def test_each_file_shows_the_tokens_its_embedding_used() -> None:
     older = Item(Path("b.txt"), "b.txt", job_id="2")
     older.job = job({"chunks": 3, "pages": 1})  # a result from before usage existed
     header, _, first, second = rendered([done, older])
-    assert header[:5] == ["file", "status", "chunks", "pages", "tokens"]
+    assert header[:5] == ["document", "status", "chunks", "pages", "tokens"]
     assert first[:5] == ["a.txt", "completed", "12", "-", "3456"]
     assert second[:5] == ["b.txt", "completed", "3", "1", "-"]
 
@@ -50,3 +50,11 @@ def test_each_file_shows_the_tokens_its_embedding_used() -> None:
 def test_without_waiting_there_is_no_tokens_column() -> None:
     queued = Item(Path("a.txt"), "a.txt", job_id="1")
     assert "tokens" not in rendered([queued], waited=False)[0]
+
+
+def test_a_file_is_named_by_the_document_id_the_service_stored() -> None:
+    stored = Item(Path("csv/stanley-cups.csv"), "csv/stanley-cups.csv", job_id="1")
+    stored.document_id = "stanley-cups.csv"  # as the upload's answer says
+    refused = Item(Path("csv/broken.csv"), "csv/broken.csv")  # no upload accepted: its path
+    _, _, first, second = rendered([stored, refused], waited=False)
+    assert first[0] == "stanley-cups.csv" and second[0] == "csv/broken.csv"

@@ -2,7 +2,8 @@
 the context is the exact slice of the extracted text end to end (the parsing child's chunks,
 their gaps over the wire, the store, the API), never a mix of versions while a document is
 replaced; hostile `expand` bodies and cursors are refused with the contract's error shape,
-never a 500. RELIABILITY.md, "Context and chunk pages", has the cases."""
+never a 500; a megabyte on one line gives bounded excerpts, highlights and context (issue
+40). RELIABILITY.md, "Context and chunk pages", has the cases."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from docingest.pipeline.chunking import ChunkingSpec
 from docingest.pipeline.prepare import prepare_document
+from docingest.pipeline.search.context import CONTEXT_MAX_CHARS
+from docingest.pipeline.search.excerpts import EXCERPT_MAX_CHARS, MAX_HIGHLIGHTS
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.store.chunk_pages import encode_cursor
 from tests.support.hostile_service import Deployment, assert_still_serving, deployed
@@ -36,8 +39,13 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
 def extracted(content: bytes) -> str:
     """The document's extracted text, as the service's parser makes it."""
+    return extracted_as(content, SOURCE.name)
+
+
+def extracted_as(content: bytes, filename: str) -> str:
+    """The extracted text of `content` uploaded as `filename`."""
     prepared = prepare_document(
-        content, filename=SOURCE.name, settings=Settings(), chunking=ChunkingSpec()
+        content, filename=filename, settings=Settings(), chunking=ChunkingSpec()
     )
     return prepared.text
 
@@ -160,3 +168,41 @@ def test_a_context_never_mixes_versions_while_the_document_is_replaced(
         assert context["text"] == new[context["start"] : context["end"]]
     response = deployment.api.http.get(chunks_path(), params={"cursor": first["next_cursor"]})
     assert_error(response, 409, "cursor_expired")
+
+
+def test_a_megabyte_on_one_line_gives_bounded_answers(deployment: Deployment) -> None:
+    """Issue 40: one 1 MB single-line chunk (a token-sized index, 32,768 tokens of long runs)
+    gave a 2.1 MB excerpt with 7,813 highlights per hit, 3.1 MB with `expand`. The excerpt,
+    the highlights and the context are now bounded; `text` is the chunk, as stored."""
+    index = "one-line"
+    created = deployment.api.http.put(
+        f"/v1/indexes/{index}",
+        json={"chunking": {"chunk_size": 32_768, "chunk_overlap": 0, "unit": "tokens"}},
+    )
+    assert created.status_code in (200, 201), created.text
+    line = ("x" * 480 + " fuel valve ") * 2_032 + "\n"
+    deployment.api.ingest(index, line.encode(), filename="one-line.txt")
+    text = extracted_as(line.encode(), "one-line.txt")
+    for expand in (None, {"neighbors": 2}, {"section": True}):
+        response = deployment.api.http.post(
+            f"/v1/indexes/{index}/search",
+            json={"query": "fuel valve", "top_k": 3, **({"expand": expand} if expand else {})},
+        )
+        assert response.status_code == 200, response.text[:300]
+        (result,) = response.json()["results"]
+        assert len(result["text"]) > 900_000  # the chunk itself, whole
+        excerpt = result["excerpt"]
+        assert len(excerpt["text"]) <= EXCERPT_MAX_CHARS and "fuel valve" in excerpt["text"]
+        assert excerpt["text"] == result["text"][excerpt["start"] : excerpt["end"]]
+        assert 0 < len(result["highlights"]) <= MAX_HIGHLIGHTS
+        assert any(excerpt["start"] <= start < excerpt["end"] for start, _ in result["highlights"])
+        context = result["context"]
+        if expand is None:
+            assert context is None
+            continue
+        assert len(context["text"]) <= CONTEXT_MAX_CHARS
+        assert context["text"] == text[context["start"] : context["end"]]  # still exact
+        assert context["chunk_indexes"] == [result["chunk_index"]]
+        middle = result["start"] + (excerpt["start"] + excerpt["end"]) // 2
+        assert context["start"] <= middle < context["end"]  # around the excerpt
+        assert len(response.content) < len(result["text"]) + 2 * CONTEXT_MAX_CHARS

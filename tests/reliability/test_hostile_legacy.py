@@ -99,7 +99,19 @@ def test_an_mbox_of_a_million_empty_messages_is_too_large(deployment: Deployment
     data = empty * 1_000_000
     assert len(data) < MAX_UPLOAD_BYTES
     job = run_job(deployment, "mbox-million-empty", data, "empty.mbox")
-    assert_failed(job, "document_too_large", r"more than 100,000 messages")
+    assert_failed(job, "document_too_large", r"more than 20,000 messages")
+    assert_still_serving(deployment)
+
+
+def test_an_mbox_of_50000_tiny_messages_fails_on_its_message_cap(deployment: Deployment) -> None:
+    """Issue 40: it failed on the 20,000-chunk cap after parsing every message, below the
+    documented message cap; now the message cap (within the chunk cap) speaks first."""
+    data = b"".join(
+        b"From a@b Mon Jan  1 00:00:00 2024\nFrom: a@b\nSubject: note %d\n\nhi %d\n\n" % (n, n)
+        for n in range(50_000)
+    )
+    job = run_job(deployment, "mbox-50000-tiny", data, "notes.mbox")
+    assert_failed(job, "document_too_large", r"more than 20,000 messages")
     assert_still_serving(deployment)
 
 

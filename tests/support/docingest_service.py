@@ -125,6 +125,9 @@ def wait_until_up(process: Process, base_url: str, *, timeout: float = 300.0) ->
 LOADED_START_TIMEOUT = 600.0
 """For tests that check what the service answers, not how fast it starts: on a loaded shared
 machine a start-up can take over the default 120 s."""
+LOADED_REQUEST_TIMEOUT = httpx.Timeout(300.0, connect=30.0)
+"""For a test's own HTTP client of the service: a deadline with room, there to end a hang, not
+to time an answer (a loaded machine stretched a search or an upload past 60 s)."""
 
 
 @contextmanager

@@ -10,13 +10,13 @@ import pytest
 from selenium import webdriver
 
 from tests.support.browser import Screenshots, missing_browser, start_chromium
-from tests.support.docingest_service import ServiceEnv
+from tests.support.docingest_service import LOADED_REQUEST_TIMEOUT, ServiceEnv
 
 
 @pytest.fixture(scope="module")
 def api(serve_env: ServiceEnv) -> Iterator[httpx.Client]:
     """An HTTP client of the same service, to set up and check what the page shows."""
-    with httpx.Client(base_url=serve_env.base_url, timeout=60) as client:
+    with httpx.Client(base_url=serve_env.base_url, timeout=LOADED_REQUEST_TIMEOUT) as client:
         yield client
 
 

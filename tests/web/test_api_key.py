@@ -14,7 +14,7 @@ from selenium.webdriver.support.ui import Select
 
 from tests.support import web_page as page
 from tests.support.browser import Screenshots, text_of, wait_for
-from tests.support.docingest_service import ServiceEnv, running_serve
+from tests.support.docingest_service import LOADED_REQUEST_TIMEOUT, ServiceEnv, running_serve
 from tests.support.paths import EXAMPLES_DIR
 
 KEY = "web-test-key-4f2a9c"
@@ -34,12 +34,14 @@ def serve_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceEnv]:
 @pytest.fixture(scope="module")
 def api(serve_env: ServiceEnv) -> Iterator[httpx.Client]:
     headers = {"Authorization": f"Bearer {KEY}"}
-    with httpx.Client(base_url=serve_env.base_url, headers=headers, timeout=60) as client:
+    with httpx.Client(
+        base_url=serve_env.base_url, headers=headers, timeout=LOADED_REQUEST_TIMEOUT
+    ) as client:
         yield client
 
 
 def test_page_and_its_files_load_without_a_key(serve_env: ServiceEnv) -> None:
-    with httpx.Client(base_url=serve_env.base_url, timeout=30) as anonymous:
+    with httpx.Client(base_url=serve_env.base_url, timeout=LOADED_REQUEST_TIMEOUT) as anonymous:
         index = anonymous.get("/")
         assert index.status_code == 200
         assert index.headers["content-type"].startswith("text/html")

@@ -259,7 +259,7 @@ def _mbox(
 ) -> BlockStream:
     return iter_mbox(
         data,
-        max_messages=settings.max_mbox_messages,
+        max_messages=settings.mbox_message_limit,
         attachments=_attachment_reader(settings, depth, on_ocr_page),
         on_page=on_page,
     )

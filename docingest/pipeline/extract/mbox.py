@@ -82,7 +82,8 @@ def count_messages(data: bytes | mmap.mmap, *, max_messages: int) -> int:
         if count > max_messages:
             raise DocumentTooLarge(
                 f"The mbox archive holds more than {max_messages:,} messages (the server's "
-                "max_mbox_messages); split it into smaller archives."
+                "max_mbox_messages, at most its max_chunks_per_document); split it into "
+                "smaller archives."
             )
     return count
 

@@ -9,7 +9,8 @@ Steps, each announced through `on_step(name)`:
              text hash; none with `force`
     embed    announced before the document's lock is taken; then, per window:
     write    under the lock, window by window: stop if cancelled or superseded, sparse-encode
-             the window, embed the texts with no reusable vector, upsert it as staged
+             the window, embed the texts with no reusable vector (stop if cancelled after
+             each of the embedder's batches), upsert it as staged
              (invisible) on a writer thread while the next window is embedded
     publish  stop if cancelled or superseded, then mark the version live
     retire   delete every other version
@@ -61,7 +62,6 @@ it).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -96,10 +96,6 @@ from docingest.pipeline.store import (
 from docingest.pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT, DocumentFence
 
 NO_CHUNKS = "The document has no text to index."
-
-CANCEL_POLL_SECONDS = 0.5
-"""How often a window being embedded asks `should_cancel` (after each of the embedder's
-batches, at most this often: each ask may be a Redis read)."""
 
 
 def index_document(
@@ -316,11 +312,14 @@ class _Run:
         """The window's records (`base`: chunks before it), and how many chunks reused a
         stored vector."""
         total, progress = self.document.chunk_count, self.hooks.on_progress
-        cancelled = _every(CANCEL_POLL_SECONDS, self.hooks.should_cancel)
+        cancelled = self.hooks.should_cancel
 
         def embedded(done: int, _: int) -> None:
             progress(JobStage.EMBEDDING, base + done, total)
-            if cancelled():  # between the embedder's batches: a window may take minutes
+            # After every batch of the embedder, not every so many seconds: the work a cancel
+            # waits for is then one batch (per request in flight), however loaded the machine;
+            # a Redis read per batch is small beside embedding it.
+            if cancelled():
                 raise Cancelled()
 
         window = embed.window(chunks, base=base, on_progress=embedded)
@@ -361,21 +360,6 @@ class _Run:
         request = self.request
         self.store.discard(request.index, request.document_id, request.version)
         raise error
-
-
-def _every(seconds: float, ask: Callable[[], bool]) -> Callable[[], bool]:
-    """`ask`, called at most once per `seconds` (False in between)."""
-    last = time.monotonic()
-
-    def throttled() -> bool:
-        nonlocal last
-        now = time.monotonic()
-        if now - last < seconds:
-            return False
-        last = now
-        return ask()
-
-    return throttled
 
 
 def _same_document(live: StoredDocument, request: IndexRequest, meta: dict[str, Any]) -> bool:

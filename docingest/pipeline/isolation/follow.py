@@ -56,8 +56,9 @@ SETTLE_SECONDS = 10.0
 """How long `settle` waits for a killed grandchild's exit before giving the server up."""
 
 CANCEL_POLL_SECONDS = 0.5
-"""How often `should_cancel` is asked while this side waits on the child: with the kill and
-`settle`, a cancel stops a parse (an OCR page included) within about a second."""
+"""How often `should_cancel` is asked while this side waits on the child, at least: it is also
+asked after each page or batch of chunks the child reports, so a cancel waits for one page's
+work at most (an OCR page included, killed), however loaded the machine."""
 
 
 class ServerOutput(Protocol):
@@ -164,8 +165,10 @@ class Follower:
                     self._grandchild = pid
                 case Stage(name) if self._on_stage is not None and name in _STAGES:
                     self._on_stage(JobStage(name))
-                case Page(done, total) if self._on_page is not None:
-                    self._on_page(done, total)
+                case Page(done, total):
+                    self._cancel_polled = 0.0  # a page done: ask at the next line
+                    if self._on_page is not None:
+                        self._on_page(done, total)
                 case CpuGranted(cpu_seconds):  # the child granted itself CPU time for OCR
                     before = self._limits.wall_seconds
                     self._limits = self._limits.granted(cpu_seconds)
@@ -173,14 +176,16 @@ class Follower:
                 case Failed() as failed:
                     self._error = _rebuild(failed)
                 case Header() | Chunks() | Summary() as document if self._error is None:
+                    self._cancel_polled = 0.0  # a batch read: ask before the next
                     return document
                 case Exited() as exited:
                     self.exited = True
                     return exited
 
     def _stop_if_cancelled(self) -> None:
-        """Raise `Cancelled` once `should_cancel` says so (asked every CANCEL_POLL_SECONDS);
-        `settle` then kills the grandchild and reads up to its exit, keeping the server."""
+        """Raise `Cancelled` once `should_cancel` says so (asked after each page or batch, and
+        every CANCEL_POLL_SECONDS while waiting); `settle` then kills the grandchild and reads
+        up to its exit, keeping the server."""
         if self._should_cancel is None or self._killed:
             return
         now = time.monotonic()

@@ -9,6 +9,11 @@ never a mix of versions; a run stops at a chunk missing from the store (its vers
 meanwhile) or written before gaps were stored, so the context stays an exact slice, only
 shorter.
 
+A context is at most `CONTEXT_MAX_CHARS` long: the run grows one chunk at a time on each side
+in turn, nearest first, while the merged span fits; a hit whose own chunk is longer than that
+(a megabyte on one line) gets the `CONTEXT_MAX_CHARS` of its chunk around the excerpt, still an
+exact slice, `chunk_indexes` naming that chunk alone.
+
 All hits' chunks are read in one scroll (`docingest.pipeline.store.chunk_reads.read_ranges`).
 """
 
@@ -23,12 +28,21 @@ from docingest.pipeline.store.models import StoredChunk
 
 Key = tuple[str, int]
 """A document and version."""
+CONTEXT_MAX_CHARS = 40_000
+"""Characters one result's context spans at most: a whole chunk of the largest size in
+characters (32,768) and the 21 chunks of `expand.section` at the default size both fit."""
 
 
 def contexts(
-    store: VectorStore, index: str, hits: Sequence[ScoredChunk], expand: Expand
+    store: VectorStore,
+    index: str,
+    hits: Sequence[ScoredChunk],
+    expand: Expand,
+    *,
+    focus: Sequence[int] | None = None,
 ) -> list[Context | None]:
-    """Return the context of each hit (None for a hit without stored offsets)."""
+    """Return the context of each hit (None for a hit without stored offsets); `focus` is
+    where in each hit's text its context centres when the chunk alone is over the bound."""
     radius = expand.radius
     ranges = [
         ChunkRange(hit.document_id, hit.version, max(hit.chunk_index - radius, 0),
@@ -40,8 +54,12 @@ def contexts(
     for chunk in read_ranges(store, index, _merged(ranges)):
         by_version.setdefault((chunk.document_id, chunk.version), {})[chunk.chunk_index] = chunk
     return [
-        expand_hit(hit, by_version.get((hit.document_id, hit.version), {}), expand) for hit in hits
-    ]
+        expand_hit(
+            hit, by_version.get((hit.document_id, hit.version), {}), expand,
+            focus=focus[number] if focus is not None else 0,
+        )
+        for number, hit in enumerate(hits)
+    ]  # fmt: skip
 
 
 def _merged(ranges: list[ChunkRange]) -> list[ChunkRange]:
@@ -62,13 +80,16 @@ def _merged(ranges: list[ChunkRange]) -> list[ChunkRange]:
     return merged
 
 
-def expand_hit(hit: ScoredChunk, chunks: dict[int, StoredChunk], expand: Expand) -> Context | None:
+def expand_hit(
+    hit: ScoredChunk, chunks: dict[int, StoredChunk], expand: Expand, *, focus: int = 0
+) -> Context | None:
     """Return the context of `hit` among `chunks` (its version's, by chunk index): the run of
     joinable chunks around it, `expand.radius` at most on each side, within its section for
-    `expand.section`; None without offsets."""
-    radius = expand.radius
+    `expand.section`, `CONTEXT_MAX_CHARS` at most; None without offsets."""
     if hit.start is None or hit.end is None:
         return None
+    if len(hit.text) > CONTEXT_MAX_CHARS:
+        return _slice_of(hit, focus)
     center = chunks.get(hit.chunk_index) or StoredChunk(
         hit.document_id,
         hit.version,
@@ -82,19 +103,41 @@ def expand_hit(hit: ScoredChunk, chunks: dict[int, StoredChunk], expand: Expand)
         list(hit.headings),
     )  # fmt: skip; its own gap is read with its neighbours
     run = [center]
-    for step in (-1, 1):
-        for distance in range(1, radius + 1):
+    start, end = hit.start, hit.end
+    open_sides = {-1: True, 1: True}
+    for distance in range(1, expand.radius + 1):
+        for step in (-1, 1):
+            if not open_sides[step]:
+                continue
             chunk = chunks.get(hit.chunk_index + step * distance)
             if chunk is None or (expand.section and chunk.headings != hit.headings):
-                break
+                open_sides[step] = False
+                continue
             before, after = (chunk, run[0]) if step < 0 else (run[-1], chunk)
-            if _joint(before, after) is None:
-                break
+            grown = min(start, chunk.start or start), max(end, chunk.end or end)
+            if _joint(before, after) is None or grown[1] - grown[0] > CONTEXT_MAX_CHARS:
+                open_sides[step] = False
+                continue
+            start, end = grown
             if step < 0:
                 run.insert(0, chunk)
             else:
                 run.append(chunk)
     return merge(run)
+
+
+def _slice_of(hit: ScoredChunk, focus: int) -> Context:
+    """Return the `CONTEXT_MAX_CHARS` of the hit's own chunk centred on `focus` (an offset in
+    its text): the exact slice of the extracted text they are."""
+    assert hit.start is not None
+    lo = max(0, min(focus - CONTEXT_MAX_CHARS // 2, len(hit.text) - CONTEXT_MAX_CHARS))
+    hi = lo + CONTEXT_MAX_CHARS
+    return Context(
+        text=hit.text[lo:hi],
+        start=hit.start + lo,
+        end=hit.start + min(hi, len(hit.text)),
+        chunk_indexes=[hit.chunk_index],
+    )
 
 
 def _joint(before: StoredChunk, after: StoredChunk) -> str | None:

@@ -10,8 +10,14 @@ splitter, `docingest.pipeline.chunking.sentences`, inside paragraphs) holding th
 weight. A term weighs log(1 + sentences / sentences holding it), an IDF over the chunk's own
 sentences, since Qdrant keeps the corpus IDF to itself: a term in every sentence tells the windows
 apart least. A window grows past one sentence only to hold more weight, and past `EXCERPT_MAX_CHARS`
-never (a single sentence is kept whole, however long: the contract's unit is the sentence).
-With no query term in the chunk (a hit by meaning alone) the excerpt is its first sentence.
+never. A single sentence longer than that (a megabyte on one line) is cut to the
+`EXCERPT_MAX_CHARS` of it holding the most query-term weight, at word boundaries where it has
+them, so an excerpt is small whatever the chunk. With no query term in the chunk (a hit by
+meaning alone) the excerpt is its first sentence, cut the same way.
+
+Highlights are at most `MAX_HIGHLIGHTS` per chunk: those in the excerpt first, then the
+chunk's first others, in text order (a term repeated on every line would otherwise give
+thousands of spans per hit).
 """
 
 from __future__ import annotations
@@ -28,7 +34,11 @@ from docingest.pipeline.sparse import TermSpan, analyze, term_spans
 MAX_SENTENCES = 3
 """Sentences an excerpt holds at most (the contract's "one to three")."""
 EXCERPT_MAX_CHARS = 600
-"""Characters a window of several sentences spans at most."""
+"""Characters an excerpt spans at most (a longer single sentence is cut to this)."""
+MAX_HIGHLIGHTS = 64
+"""Highlighted spans per chunk at most."""
+_WORD_SNAP = 40
+"""How far a cut sentence's window edge may move to fall between words."""
 
 _PARAGRAPH = re.compile(r"\n[^\S\n]*\n\s*")
 """A blank line: sentences never run across one (a heading has no full stop)."""
@@ -89,8 +99,58 @@ def highlights(spans: list[TermSpan], terms: Collection[str]) -> list[Span]:
     return [(start, end) for start, end in merged]
 
 
+def bounded_highlights(highlighted: list[Span], excerpt: Span) -> list[Span]:
+    """Return at most `MAX_HIGHLIGHTS` of `highlighted`: those inside `excerpt` first, then the
+    others from the start, in text order."""
+    if len(highlighted) <= MAX_HIGHLIGHTS:
+        return highlighted
+    lo, hi = excerpt
+    inside = [span for span in highlighted if span[0] < hi and span[1] > lo][:MAX_HIGHLIGHTS]
+    kept = set(inside)
+    others = (span for span in highlighted if span not in kept)
+    rest = [span for _, span in zip(range(MAX_HIGHLIGHTS - len(inside)), others, strict=False)]
+    return sorted(inside + rest)
+
+
 def best_window(text: str, spans: list[TermSpan], terms: Collection[str]) -> Span:
-    """Return the excerpt of `text`: the best window of one to three sentences."""
+    """Return the excerpt of `text`: the best window of one to three sentences, at most
+    `EXCERPT_MAX_CHARS` long."""
+    lo, hi = _best_sentences(text, spans, terms)
+    if hi - lo <= EXCERPT_MAX_CHARS:
+        return lo, hi
+    return _cut(text, [s for s in spans if s[0] in terms and lo <= s[1] and s[2] <= hi], lo, hi)
+
+
+def _cut(text: str, spans: list[TermSpan], lo: int, hi: int) -> Span:
+    """Return the `EXCERPT_MAX_CHARS` of the long sentence `text[lo:hi]` holding the most
+    distinct query terms of `spans` (its start without any), its edges moved between words."""
+    start, best, held = lo, 0, 0
+    count: dict[str, int] = {}
+    first = 0
+    for last, (term, _, term_end) in enumerate(spans):  # two pointers over the matches
+        count[term] = count.get(term, 0) + 1
+        held += count[term] == 1
+        while first < last and term_end - spans[first][1] > EXCERPT_MAX_CHARS:
+            gone = spans[first][0]
+            count[gone] -= 1
+            held -= count[gone] == 0
+            first += 1
+        if held > best:
+            best, start = held, spans[first][1]
+    slack = EXCERPT_MAX_CHARS // 4 if best else 0  # lead in to the first match
+    start = max(lo, min(start - slack, hi - EXCERPT_MAX_CHARS))
+    end = start + EXCERPT_MAX_CHARS
+    if start > lo:
+        gap = text.find(" ", start, start + _WORD_SNAP)
+        start = gap + 1 if gap >= 0 else start
+    if end < hi:
+        gap = text.rfind(" ", end - _WORD_SNAP, end)
+        end = gap if gap > start else end
+    return _strip(text, start, end)
+
+
+def _best_sentences(text: str, spans: list[TermSpan], terms: Collection[str]) -> Span:
+    """Return the best window of one to three sentences of `text` (a sentence whole)."""
     parts = sentences(text)
     if not parts:
         return 0, len(text)
@@ -122,7 +182,8 @@ def best_window(text: str, spans: list[TermSpan], terms: Collection[str]) -> Spa
 def answer(text: str, terms: Collection[str]) -> Answer:
     """Return the excerpt and highlights of chunk `text` for a query of `terms`."""
     spans = term_spans(text) if terms else []
-    return Answer(best_window(text, spans, terms), highlights(spans, terms))
+    excerpt = best_window(text, spans, terms)
+    return Answer(excerpt, bounded_highlights(highlights(spans, terms), excerpt))
 
 
 def within(highlighted: list[Span], window: Span) -> list[Span]:

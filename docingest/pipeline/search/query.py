@@ -110,9 +110,9 @@ def search_outcome(
         _add_excerpts(results, request.query)
     if request.expand is not None and chosen:
         hits = [candidate.chunk for candidate in chosen]
-        for result, context in zip(
-            results, contexts(store, index, hits, request.expand), strict=True
-        ):
+        focus = [(r.excerpt.start + r.excerpt.end) // 2 if r.excerpt else 0 for r in results]
+        found = contexts(store, index, hits, request.expand, focus=focus)
+        for result, context in zip(results, found, strict=True):
             result.context = context
     took_ms = (time.perf_counter() - started) * 1000
     error = outcome.error

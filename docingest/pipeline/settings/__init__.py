@@ -140,9 +140,11 @@ class Settings(RerankSettings, SearchSettings, WebhookSettings):
     """How deep e-mail attachments are extracted: 1 reads a message's own attachments, 2
     also those of a message attached to it, and so on; deeper ones are listed by name."""
 
-    max_mbox_messages: int = Field(default=100_000, gt=0)
+    max_mbox_messages: int = Field(default=20_000, gt=0)
     """Most messages an mbox archive may hold; past it the upload fails with
-    `document_too_large` as soon as the archive is read that far (split the archive)."""
+    `document_too_large` from one scan of the separators, before a message is parsed (split
+    the archive). Counts up to `max_chunks_per_document` at most (`mbox_message_limit`): every
+    message is at least one chunk, so a larger cap could never be reached."""
 
     extraction_memory_bytes: int = Field(default=3 * 1024**3, gt=256 * 1024**2)
     """Address-space limit of the child process that parses one upload (bomb guard)."""
@@ -428,6 +430,12 @@ class Settings(RerankSettings, SearchSettings, WebhookSettings):
         if self.heartbeat_timeout_seconds <= 2 * self.heartbeat_interval_seconds:
             raise ValueError("heartbeat_timeout_seconds must exceed two heartbeat intervals")
         return self
+
+    @property
+    def mbox_message_limit(self) -> int:
+        """The messages an mbox may hold: `max_mbox_messages`, within `max_chunks_per_document`
+        (a message is at least one chunk, so the archive would fail on chunks past it, late)."""
+        return min(self.max_mbox_messages, self.max_chunks_per_document)
 
     @property
     def job_ttl_seconds(self) -> int:

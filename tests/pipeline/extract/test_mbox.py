@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from docingest.pipeline.chunking import ChunkingSpec
 from docingest.pipeline.detect import detect
 from docingest.pipeline.document import BlockKind, DocumentFormat, ExtractedDocument
 from docingest.pipeline.errors import DocumentTooLarge
 from docingest.pipeline.extract import extract
 from docingest.pipeline.isolation.child import MAP_MBOX_BYTES
+from docingest.pipeline.prepare import prepare_document
 from docingest.pipeline.settings import Settings
 from tests.support.paths import CORPUS_DIR, REPO_DIR
 
@@ -76,8 +78,43 @@ def test_a_million_empty_messages_are_refused_by_the_default_limit() -> None:
     )
     data = empty * 1_000_000
     assert detect(data).format is DocumentFormat.MBOX
-    with pytest.raises(DocumentTooLarge, match="more than 100,000 messages"):
+    with pytest.raises(DocumentTooLarge, match="more than 20,000 messages"):
         _read(data)
+
+
+def tiny_messages(count: int) -> bytes:
+    """An mbox of `count` one-line messages, each its own subject (a chunk each)."""
+    return b"".join(
+        b"From a@b Mon Jan  1 00:00:00 2024\nFrom: a@b\nSubject: note %d\n\nhi %d\n\n" % (n, n)
+        for n in range(count)
+    )
+
+
+def test_the_message_cap_can_be_reached_under_the_chunk_cap() -> None:
+    """Issue 40: 50,000 tiny messages (under the then 100,000-message cap) failed on the
+    20,000-chunk cap, so the documented message cap could never be reached. At the message cap
+    an archive of the tiniest messages is still within the chunk cap; past it, the message cap
+    speaks first, from the scan of separators."""
+    settings = Settings(isolate_extraction=False)
+    assert settings.max_mbox_messages <= settings.max_chunks_per_document
+    at_cap = prepare_document(
+        tiny_messages(settings.max_mbox_messages), filename="notes.mbox", settings=settings,
+        chunking=ChunkingSpec(),
+    )  # fmt: skip
+    assert len(at_cap.chunks) <= settings.max_chunks_per_document
+    with pytest.raises(DocumentTooLarge, match="more than 20,000 messages"):
+        prepare_document(tiny_messages(50_000), filename="notes.mbox", settings=settings,
+                         chunking=ChunkingSpec())  # fmt: skip
+
+
+def test_a_message_cap_past_the_chunk_cap_counts_up_to_the_chunk_cap() -> None:
+    """Lowering the chunk cap lowers the messages an archive may hold with it."""
+    settings = Settings(isolate_extraction=False, max_mbox_messages=100_000,
+                        max_chunks_per_document=40)  # fmt: skip
+    assert settings.mbox_message_limit == 40
+    with pytest.raises(DocumentTooLarge, match="more than 40 messages"):
+        _read(tiny_messages(41), settings)
+    assert _read(tiny_messages(40), settings).pages == 40
 
 
 _PEAK = """

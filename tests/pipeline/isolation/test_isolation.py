@@ -202,7 +202,9 @@ def test_fork_servers_started_ahead_serve_the_uploads() -> None:
 def test_a_cancel_stops_ocr_between_pages_and_keeps_the_server(tmp_path: Path) -> None:
     """Asked between the pages of a long scan, the cancel kills the OCR'ing grandchild: the
     parse ends `Cancelled` after a page or two, not after all 40, and the same warm server
-    parses the next file."""
+    parses the next file. Bounded in work, not time (issue 40): the flag is asked after each
+    page, so no page is reported after the one that saw the request, however loaded the
+    machine."""
     scan = tmp_path / "scan.tif"
     scan.write_bytes(text_pages_tiff(40))
     pages: list[int] = []
@@ -214,5 +216,5 @@ def test_a_cancel_stops_ocr_between_pages_and_keeps_the_server(tmp_path: Path) -
             on_page=lambda done, total: pages.append(done),
             should_cancel=lambda: bool(pages),  # as soon as the first page is read
         )
-    assert pages and max(pages) < 10, pages
+    assert pages and max(pages) <= pages[0] + 1, pages  # at most the page in flight
     assert prepare_isolated(RFC, filename=RFC.name, settings=Settings()).chunks

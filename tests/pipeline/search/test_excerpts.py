@@ -9,6 +9,7 @@ from docingest.pipeline.chunking import ChunkingSpec
 from docingest.pipeline.prepare import prepare_document
 from docingest.pipeline.search.excerpts import (
     EXCERPT_MAX_CHARS,
+    MAX_HIGHLIGHTS,
     answer,
     query_terms,
     sentences,
@@ -71,7 +72,27 @@ def test_several_sentences_only_when_they_hold_more_and_fit() -> None:
     )
     long = "Alpha beta " + "word " * (EXCERPT_MAX_CHARS // 5) + "end. Gamma delta."
     excerpt = long[slice(*answer(long, query_terms("beta gamma")).excerpt)]
-    assert excerpt.startswith("Alpha") and excerpt.endswith("end.")  # the two do not fit
+    assert excerpt.startswith("Alpha beta") and "Gamma" not in excerpt  # the two do not fit
+    assert len(excerpt) <= EXCERPT_MAX_CHARS  # the long sentence is cut, not kept whole
+
+
+def test_a_megabyte_on_one_line_gives_a_small_excerpt_and_few_highlights() -> None:
+    """A chunk of one 1 MB sentence (issue 40: a 2.1 MB excerpt and 7,813 highlights per hit)."""
+    filler = "the engine stalls when the pump sticks and "
+    line = filler * 12_000 + "then the fuel valve is replaced " + filler * 12_000
+    found = answer(line, query_terms("fuel valve"))
+    start, end = found.excerpt
+    assert end - start <= EXCERPT_MAX_CHARS and "fuel valve" in line[start:end]
+    assert line[start] != " " and line[end - 1] != " "  # cut between words
+    many = answer(line, query_terms("engine pump"))
+    assert 0 < len(many.highlights) <= MAX_HIGHLIGHTS
+    inside = within(many.highlights, many.excerpt)
+    assert inside and all(line[slice(*span)] in ("engine", "pump") for span in many.highlights)
+    none = answer(line, query_terms("quantum"))
+    assert none.excerpt[0] == 0 and none.excerpt[1] <= EXCERPT_MAX_CHARS and not none.highlights
+    word = "zq" + "k" * 900  # one term longer than an excerpt, last in the sentence
+    start, end = answer(filler * 50 + word, query_terms(word)).excerpt
+    assert 0 < end - start <= EXCERPT_MAX_CHARS
 
 
 def test_sentences_are_the_chunkers_inside_paragraphs() -> None:
