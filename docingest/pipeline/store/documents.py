@@ -57,13 +57,26 @@ class PayloadIndexes:
         self._engine = engine
         self._known: dict[str, set[str] | None] = {}
         self._searched: set[tuple[str, str]] = set()
+        self._forgotten: dict[str, int] = {}
+        """How often each index was forgotten: a read that a `forget` overtook is not kept."""
         self._lock = threading.Lock()
 
     def known(self, index: str, *, refresh: bool = False) -> set[str] | None:
-        """The indexed paths; None when the engine keeps no payload indexes (local mode)."""
+        """The indexed paths; None when the engine keeps no payload indexes (local mode).
+
+        The engine is read outside `_lock`: it takes locks of its own, and `create_index`
+        holds the engine's while it forgets the index here, so holding `_lock` across the
+        read could deadlock the two (a listing beside an index being created did)."""
         with self._lock:
+            if not refresh and index in self._known:
+                return self._known[index]
+            generation = self._forgotten.get(index, 0)
+        paths = self._engine.payload_indexes(index)
+        with self._lock:
+            if self._forgotten.get(index, 0) != generation:
+                return paths  # the index was dropped or made anew meanwhile: keep nothing
             if refresh or index not in self._known:
-                self._known[index] = self._engine.payload_indexes(index)
+                self._known[index] = paths
             return self._known[index]
 
     def ensure(self, index: str, path: str, schema: models.PayloadSchemaType) -> None:
@@ -101,6 +114,7 @@ class PayloadIndexes:
     def forget(self, index: str) -> None:
         with self._lock:
             self._known.pop(index, None)
+            self._forgotten[index] = self._forgotten.get(index, 0) + 1
             self._searched = {pair for pair in self._searched if pair[0] != index}
 
     def ensure_order_fields(self, index: str, payloads: Sequence[Mapping[str, Any]]) -> None:

@@ -5,10 +5,12 @@ size, not the index (`docingest.pipeline.store.ordering`)."""
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import pytest
 
+from docingest.pipeline.errors import IndexNotFound
 from docingest.pipeline.store import SearchFilter, StoredDocument, VectorStore
 from docingest.pipeline.store.ordering import id_of, order_key
 from docingest.pipeline.store.requests import point_of
@@ -181,3 +183,39 @@ def test_a_page_reads_records_in_proportion_to_its_size_not_the_index(
     large = page_cost(ids[9])
     # a few batches of limit + 1 each (21 and 23 when written), never the 300 of the index
     assert max(small, large) <= 4 * 11, (small, large)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_listing_beside_indexes_being_created_never_deadlocks(
+    engine: str, tmp_path: Path
+) -> None:
+    """The payload-index cache held its lock across an engine call, while `create_index` held
+    the engine's lock and waited for the cache's: a listing beside a creation hung both, and
+    every later store call in the process with them (the web page's hung `PUT`)."""
+    store = VectorStore.open(store_settings(engine, tmp_path))
+    names = [f"docs-{n}" for n in range(30)]
+    failures: list[BaseException] = []
+
+    def create() -> None:
+        for name in names:
+            store.create_index(name, CONFIG)
+
+    def list_them() -> None:
+        for turn in range(300):
+            try:
+                store.document_page(names[turn % len(names)], limit=5)
+            except IndexNotFound:
+                pass  # not created yet
+            except BaseException as exc:
+                failures.append(exc)
+                return
+
+    threads = [threading.Thread(target=work, daemon=True) for work in (create, list_them)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)  # a deadline with room: a deadlock never ends
+    assert not any(thread.is_alive() for thread in threads), "the store deadlocked"
+    assert not failures, failures
+    assert {info.name for info in store.list_indexes()} >= set(names)
+    store.close()
