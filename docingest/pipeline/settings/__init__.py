@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from docingest.pipeline.settings.ocr import OcrSettings
 from docingest.pipeline.settings.rerank import RerankSettings
 from docingest.pipeline.settings.search import SearchSettings
 from docingest.pipeline.settings.webhooks import WebhookSettings
@@ -66,7 +67,7 @@ def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError("chunk_overlap must be smaller than chunk_size")
 
 
-class Settings(RerankSettings, SearchSettings, WebhookSettings):
+class Settings(OcrSettings, RerankSettings, SearchSettings, WebhookSettings):
     """Every knob of docingest. Build it with `get_settings()`; never at import time."""
 
     model_config = SettingsConfigDict(
@@ -171,28 +172,6 @@ class Settings(RerankSettings, SearchSettings, WebhookSettings):
 
     max_metadata_bytes: int = Field(default=16 * 1024, gt=0)
     """Largest user metadata object, measured as compact JSON in UTF-8."""
-
-    # --- OCR ---------------------------------------------------------------------------
-    ocr: Literal["auto", "off", "force"] = "auto"
-    """`auto` reads with Tesseract the PDF pages that have no text layer, and images;
-    `force` reads every PDF page so, ignoring its text layer (for a bad OCR layer); `off`
-    never (a scan then fails with `no_text_found`)."""
-
-    ocr_languages: str = Field(default="eng", pattern=r"^[A-Za-z_]+(?:\+[A-Za-z_]+)*$")
-    """Tesseract languages joined with `+`, e.g. `eng+deu`; each needs Debian's
-    `tesseract-ocr-<lang>` package (`tesseract-ocr-eng` is installed with docingest)."""
-
-    ocr_tessdata_dir: Path | None = None
-    """Directory of Tesseract's `<lang>.traineddata` files; None uses `TESSDATA_PREFIX` or
-    Debian's `/usr/share/tesseract-ocr/5/tessdata`."""
-
-    ocr_dpi: int = Field(default=300, ge=72, le=600)
-    """Resolution PDF pages are rendered at for OCR (Tesseract reads best near 300 DPI)."""
-
-    ocr_cpu_seconds_per_page: float = Field(default=20.0, gt=0)
-    """CPU seconds the parsing child is granted for each page it OCRs, on top of its own
-    limit and up to `extraction_cpu_seconds`: several times what a 300 DPI page takes
-    (BENCHMARKS.md, "OCR (Tesseract 5 through tesserocr)")."""
 
     # --- chunking defaults (per index overridable) ------------------------------------
     chunk_size: int = Field(default=1000, gt=0, le=MAX_CHUNK_SIZE)

@@ -188,14 +188,15 @@ def test_a_delivery_is_given_up_after_the_retry_period(tmp_path: Path, redis_db:
             deployment.subscribe(receiver.url)
             deployment.complete("first")
             deployment.complete("first")
-            failed = wait_until(
-                lambda: [r for r in deployment.log() if r["status"] == "failed"],
-                what="a delivery given up",
-                timeout=60,
+            wait_until(
+                lambda: deployment.outbox.stats()["failed"] == 2, what="both given up", timeout=60
             )
-            assert int(failed[0]["attempts"]) >= 2
-            assert failed[0]["last_error"].startswith("HTTP 500")
-            wait_until(lambda: deployment.outbox.stats()["failed"] == 2, what="both given up")
+            failed = [r for r in deployment.log() if r["status"] == "failed"]
+            assert len(failed) == 2
+            assert all(r["last_error"].startswith("HTTP 500") for r in failed)
+            # The chain's head was tried again within the period; the delivery behind it may
+            # reach its first attempt only once the period is over, and then gets just one.
+            assert max(int(r["attempts"]) for r in failed) >= 2
     finally:
         deployment.dispatcher.stop()
     assert deployment.outbox.stats()["pending"] == 0
