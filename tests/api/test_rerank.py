@@ -12,13 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from docingest.pipeline.services import Services
-from docingest.workers import context
-from docingest.workers.app import create_celery_app
-from docingest.workers.embedded import EmbeddedWorker
 from tests.api.test_metrics import scrape, value
 from tests.api.test_usage import ingest
-from tests.support.api_app import api_client
+from tests.support.api_app import api_with_worker
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
 from tests.support.rerank_server import FakeRerankServer, fake_score
@@ -51,18 +47,8 @@ def client(
         rerank_max_attempts=1,
         rerank_deadline_seconds=30.0,
     )
-    services = Services(settings, owns_store=True)
-    celery = create_celery_app(settings)
-    context.install(services)
-    worker = EmbeddedWorker(celery, concurrency=1, hostname=f"rerank-{redis_db.prefix}@%h")
-    worker.start()
-    try:
-        with api_client(settings, services=services, celery=celery) as api:
-            yield api
-    finally:
-        worker.stop(timeout=30)
-        context.forget()
-        services.close()
+    with api_with_worker(settings, name=f"rerank-{redis_db.prefix}") as api:
+        yield api
 
 
 def manual(number: int) -> bytes:

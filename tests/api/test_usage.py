@@ -15,12 +15,8 @@ import pytest
 
 from docingest.pipeline.embedders.endpoint_check import PROBE_TEXT
 from docingest.pipeline.keys import TERMINAL_STATUSES
-from docingest.pipeline.services import Services
-from docingest.workers import context
-from docingest.workers.app import create_celery_app
-from docingest.workers.embedded import EmbeddedWorker
 from tests.api.test_metrics import scrape, value
-from tests.support.api_app import api_client, upload
+from tests.support.api_app import api_with_worker, upload
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
 from tests.support.settings import FAKE_MODEL, service_settings
@@ -61,18 +57,8 @@ def service(
         embedding_price_per_million_tokens={FAKE_MODEL: PRICE},
         metrics_max_indexes=1,
     )
-    services = Services(settings, owns_store=True)
-    celery = create_celery_app(settings)
-    context.install(services)
-    worker = EmbeddedWorker(celery, concurrency=2, hostname=f"usage-{redis_db.prefix}@%h")
-    worker.start()
-    try:
-        with api_client(settings, services=services, celery=celery) as client:
-            yield client
-    finally:
-        worker.stop(timeout=30)
-        context.forget()
-        services.close()
+    with api_with_worker(settings, name=f"usage-{redis_db.prefix}", concurrency=2) as client:
+        yield client
 
 
 def ingest(client: httpx.Client, index: str, data: bytes, *, document_id: str) -> dict[str, Any]:

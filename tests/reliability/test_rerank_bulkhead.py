@@ -15,13 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from docingest.pipeline.services import Services
-from docingest.workers import context
-from docingest.workers.app import create_celery_app
-from docingest.workers.embedded import EmbeddedWorker
 from tests.api.test_rerank import INDEX, QUERY, manual
 from tests.api.test_usage import ingest
-from tests.support.api_app import api_client
+from tests.support.api_app import api_with_worker
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.hanging_server import HangingServer
 from tests.support.redis_db import TestRedis
@@ -59,18 +55,8 @@ def client(
         rerank_deadline_seconds=HUNG_SECONDS,
         rerank_concurrency=CONCURRENCY,
     )
-    services = Services(settings, owns_store=True)
-    celery = create_celery_app(settings)
-    context.install(services)
-    worker = EmbeddedWorker(celery, concurrency=1, hostname=f"bulkhead-{redis_db.prefix}@%h")
-    worker.start()
-    try:
-        with api_client(settings, services=services, celery=celery) as api:
-            yield api
-    finally:
-        worker.stop(timeout=30)
-        context.forget()
-        services.close()
+    with api_with_worker(settings, name=f"bulkhead-{redis_db.prefix}") as api:
+        yield api
 
 
 def test_a_hung_reranker_holds_only_its_own_calls(

@@ -11,7 +11,11 @@ from typing import Any
 import httpx
 
 from docingest.api.app import create_app
+from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings
+from docingest.workers import context
+from docingest.workers.app import create_celery_app
+from docingest.workers.embedded import EmbeddedWorker
 from tests.support.paths import REPO_DIR
 from tests.support.uvicorn_server import serve_app
 
@@ -63,6 +67,26 @@ def api_client(
         httpx.Client(base_url=base_url, **options) as client,
     ):
         yield client
+
+
+@contextmanager
+def api_with_worker(
+    settings: Settings, *, name: str, concurrency: int = 1
+) -> Iterator[httpx.Client]:
+    """`api_client` on a whole deployment in this process: the app and an embedded Celery
+    worker (as `docingest serve` runs them) sharing one `Services`, so uploads are ingested."""
+    services = Services(settings, owns_store=True)
+    celery = create_celery_app(settings)
+    context.install(services)
+    worker = EmbeddedWorker(celery, concurrency=concurrency, hostname=f"{name}@%h")
+    worker.start()
+    try:
+        with api_client(settings, services=services, celery=celery) as client:
+            yield client
+    finally:
+        worker.stop(timeout=30)
+        context.forget()
+        services.close()
 
 
 def upload(
