@@ -43,6 +43,8 @@
         ├── DependencyUnavailable     dependency_unavailable
         ├── EmbeddingUnavailable      embedding_failed (the provider kept failing; the job
         │                             is re-queued, and fails with this code at its last try)
+        ├── EmbeddingBusy             embedding_busy (a search found every query-embedding
+        │                             slot of its provider taken)
         ├── StoreLocked               store_locked (another process holds the embedded store)
         ├── DocumentBusy              document_busy
         └── StagingFull               staging_full (the staging quota or disk is full)
@@ -345,3 +347,10 @@ class Cancelled(ControlSignal):
 
     def __init__(self, message: str = "The job was cancelled; the index is as it was.") -> None:
         super().__init__(message)
+
+
+class EmbeddingBusy(TransientError):
+    """Every query-embedding slot of the index's provider is taken (a slow or hung endpoint,
+    or more searches at once than `query_embedding_concurrency`): retry shortly."""
+
+    code = "embedding_busy"
