@@ -181,7 +181,8 @@ class Settings(OcrSettings, RerankSettings, SearchSettings, WebhookSettings):
     """Overlap between consecutive chunks of one section, in `chunk_unit`."""
 
     chunk_unit: ChunkUnit = ChunkUnit.CHARS
-    """Whether sizes count characters or tokens (of the embedding model's tokenizer)."""
+    """Whether sizes count characters or tokens (of the embedding model's tokenizer; a token
+    counts at most 16 characters, so words it cannot split still count by their length)."""
 
     contextual_headers: bool = False
     """Whether a new index embeds each chunk with its document's title and heading path in
