@@ -294,7 +294,8 @@ class Services:
         return None
 
     def close(self) -> None:
-        """Release the store (and its local-mode lock) and the Redis connections."""
+        """Release the store (and its local-mode lock), the providers' connections and the
+        Redis connections."""
         with self._lock:
             if self._store is not None:
                 self._store.close()
@@ -302,6 +303,11 @@ class Services:
             for reranker in self._rerankers.values():
                 reranker.close()
             self._rerankers.clear()
+            for embedder in {id(e): e for e in self._embedders.values()}.values():
+                close = getattr(embedder, "close", None)  # a provider's HTTP client, if any
+                if close is not None:
+                    close()
+            self._embedders.clear()
         self.redis.close()
 
 
