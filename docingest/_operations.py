@@ -201,13 +201,26 @@ def delete_document(index: str, document_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/indexes/{seg(index)}/documents/{seg(document_id)}", nothing)
 
 
-def delete_documents(index: str, filter: Mapping[str, Any]) -> Call[DeleteResult]:
-    """v1.2 `DELETE .../documents?filter=`: every matching document (a count, or a job)."""
+def delete_documents(
+    index: str,
+    filter: Mapping[str, Any] | None = None,
+    *,
+    all_documents: bool = False,
+    limit: int | None = None,
+) -> Call[DeleteResult]:
+    """v1.2 `DELETE .../documents?filter=`: up to `limit` matching documents (the server's
+    bound by default); `more` says whether others still match. A filter that matches every
+    document is refused (400 `invalid_filter`): send `all_documents=True`, without a filter,
+    to delete them all (the request's `all=true`)."""
     return Call(
         "DELETE",
         f"/v1/indexes/{seg(index)}/documents",
         model(DeleteResult),
-        params={"filter": _filter_param(filter)},
+        params={
+            "filter": _filter_param(filter),
+            "all": "true" if all_documents else None,
+            "limit": limit,
+        },
     )
 
 
