@@ -1,0 +1,201 @@
+"""The source endpoints through real uvicorn, a real worker and the source scheduler: PUT (201,
+then 200), secrets write-only, refusals, and runs of `folder` and `s3` sources that bring,
+change, keep and delete documents (moto's S3 server on loopback)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.api_app import api_client, is_contract_error
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.redis_db import private_redis, unique_prefix
+from tests.support.s3_server import SECRET_KEY, S3Server, s3_server
+from tests.support.settings import FAKE_DIMENSIONS, service_settings
+from tests.support.sources import deployment_with_sources, sync_and_wait
+
+
+@pytest.fixture(scope="module")
+def folder_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sources-root")
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory, folder_root: Path) -> Iterator[httpx.Client]:
+    prefix = unique_prefix("sources-api")
+    with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as fake, private_redis(prefix):
+        settings = service_settings(
+            tmp_path_factory.mktemp("sources-api"),
+            prefix,
+            fake,
+            source_folder_roots=[str(folder_root)],
+            sources_allow_private=True,
+            source_poll_seconds=0.05,
+        )
+
+        def no_secret(response: httpx.Response) -> None:
+            response.read()
+            assert SECRET_KEY not in response.text, f"{response.request.url} showed a secret"
+
+        with deployment_with_sources(settings, name="sources-api") as client:
+            client.event_hooks["response"] = [no_secret]
+            yield client
+
+
+def _documents(client: httpx.Client, index: str) -> dict[str, dict[str, object]]:
+    listed = client.get(f"/v1/indexes/{index}/documents").raise_for_status().json()
+    return {doc["document_id"]: doc for doc in listed["documents"]}
+
+
+def test_put_creates_then_confirms_and_hides_secrets(client: httpx.Client, s3: S3Server) -> None:
+    body = {"type": "s3", "config": s3.config("put-bucket")}
+    created = client.put("/v1/indexes/srcput/sources/bucket", json=body)
+    assert created.status_code == 201, created.text
+    shown = created.json()
+    assert shown["config"]["secret_access_key"] == "***"
+    assert shown["config"]["access_key_id"] == "test-access-key"
+    assert (shown["state"], shown["last_run"], shown["next_run_at"]) == ("idle", None, None)
+    again = client.put("/v1/indexes/srcput/sources/bucket", json=body)
+    assert again.status_code == 200 and again.json()["created_at"] == shown["created_at"]
+    # Sending the mask back keeps the stored secret (the answer is 200: nothing changed).
+    masked = {"type": "s3", "config": dict(s3.config("put-bucket"), secret_access_key="***")}
+    kept = client.put("/v1/indexes/srcput/sources/bucket", json=masked)
+    assert kept.status_code == 200, kept.text
+    listed = client.get("/v1/indexes/srcput/sources").raise_for_status().json()
+    assert [source["name"] for source in listed["sources"]] == ["bucket"]
+    assert client.delete("/v1/indexes/srcput/sources/bucket").status_code == 204
+    assert is_contract_error(
+        client.get("/v1/indexes/srcput/sources/bucket"), status=404, code="source_not_found"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"type": "ftp", "config": {}}, "invalid_source"),
+        ({"type": "s3", "config": {"bucket": "b", "colour": "red"}}, "invalid_source"),
+        ({"type": "folder", "config": {"path": "/etc"}}, "invalid_source"),
+        ({"type": "folder", "config": {"path": "relative/dir"}}, "invalid_source"),
+        ({"type": "s3", "config": {"bucket": "b"}, "schedule": {"every": "soon"}}, None),
+        ({"type": "s3", "config": {"bucket": "b", "secret_access_key": "***"}}, "invalid_source"),
+        ({"type": "s3", "config": {"bucket": "b"}, "metadata": {"source": "x"}}, None),
+    ],
+)
+def test_bad_sources_are_refused(
+    client: httpx.Client, body: dict[str, object], code: str | None
+) -> None:
+    answer = client.put("/v1/indexes/srcbad/sources/bad", json=body)
+    assert answer.status_code in (400, 422), answer.text
+    assert is_contract_error(answer, status=answer.status_code, code=code)
+    assert client.get("/v1/indexes/srcbad/sources/bad").status_code == 404
+
+
+def test_a_folder_source_brings_changes_keeps_and_prunes(
+    client: httpx.Client, folder_root: Path
+) -> None:
+    folder = folder_root / "handbook"
+    (folder / "policies").mkdir(parents=True)
+    (folder / "intro.txt").write_text("Welcome to the handbook about llamas.")
+    (folder / "policies" / "leave.md").write_text("# Leave\n\nTwenty days of leave a year.")
+    (folder / "skip.log").write_text("not this one")
+    body = {
+        "type": "folder",
+        "config": {"path": str(folder), "exclude": ["*.log"]},
+        "metadata": {"department": "hr"},
+    }
+    assert client.put("/v1/indexes/srcfold/sources/hb", json=body).status_code == 201
+
+    first = sync_and_wait(client, "srcfold", "hb")
+    assert first["status"] == "completed", first
+    assert first["counts"] == {
+        "listed": 2, "new": 2, "changed": 0, "unchanged": 0, "deleted": 0, "failed": 0,
+    }  # fmt: skip
+    documents = _documents(client, "srcfold")
+    assert set(documents) == {"intro.txt", "policies/leave.md"}
+    metadata = documents["policies/leave.md"]["metadata"]
+    assert metadata["department"] == "hr"  # type: ignore[index]
+    assert metadata["source"]["name"] == "hb"  # type: ignore[index]
+
+    second = sync_and_wait(client, "srcfold", "hb")
+    assert second["counts"]["unchanged"] == 2 and second["counts"]["new"] == 0, second
+
+    time.sleep(0.01)  # a later mtime on file systems with coarse timestamps
+    (folder / "intro.txt").write_text("Welcome to the handbook about alpacas, now.")
+    (folder / "policies" / "leave.md").unlink()
+    third = sync_and_wait(client, "srcfold", "hb")
+    assert (third["counts"]["changed"], third["counts"]["deleted"]) == (1, 1), third
+    assert set(_documents(client, "srcfold")) == {"intro.txt"}
+    hits = client.post("/v1/indexes/srcfold/search", json={"query": "alpacas", "top_k": 1})
+    assert "alpacas" in hits.raise_for_status().json()["results"][0]["text"]
+
+    runs = client.get("/v1/indexes/srcfold/sources/hb/runs").raise_for_status().json()["runs"]
+    assert [run["run_id"] for run in runs] == [third["run_id"], second["run_id"], first["run_id"]]
+    shown = client.get("/v1/indexes/srcfold/sources/hb").raise_for_status().json()
+    assert shown["last_run"]["run_id"] == third["run_id"] and shown["state"] == "idle"
+
+
+def test_an_s3_source_pages_its_listing_and_follows_changes(
+    client: httpx.Client, s3: S3Server
+) -> None:
+    s3.client.create_bucket(Bucket="paged-bucket")
+    for number in range(1005):  # more than one ListObjectsV2 page
+        s3.client.put_object(
+            Bucket="paged-bucket", Key=f"notes/{number:04}.txt", Body=f"note {number}".encode()
+        )
+    s3.client.put_object(Bucket="paged-bucket", Key="other/skip.txt", Body=b"outside the prefix")
+    body = {"type": "s3", "config": s3.config("paged-bucket", prefix="notes/")}
+    assert client.put("/v1/indexes/srcs3/sources/notes", json=body).status_code == 201
+    first = sync_and_wait(client, "srcs3", "notes", timeout=600)
+    assert first["status"] == "completed", first
+    assert (first["counts"]["listed"], first["counts"]["new"]) == (1005, 1005), first
+
+    s3.client.put_object(Bucket="paged-bucket", Key="notes/0001.txt", Body=b"note one, changed")
+    s3.client.delete_object(Bucket="paged-bucket", Key="notes/0002.txt")
+    second = sync_and_wait(client, "srcs3", "notes", timeout=600)
+    assert second["counts"] == {
+        "listed": 1004, "new": 0, "changed": 1, "unchanged": 1003, "deleted": 1, "failed": 0,
+    }, second  # fmt: skip
+    index = client.get("/v1/indexes/srcs3").raise_for_status().json()
+    assert index["documents"] == 1004
+
+
+def test_a_missing_bucket_fails_the_run_with_a_code(client: httpx.Client, s3: S3Server) -> None:
+    body = {"type": "s3", "config": s3.config("no-such-bucket")}
+    assert client.put("/v1/indexes/srcs3/sources/missing", json=body).status_code == 201
+    run = sync_and_wait(client, "srcs3", "missing")
+    assert run["status"] == "failed" and run["error"]["code"] == "bucket_not_found", run
+
+
+def test_a_second_sync_while_one_is_queued_is_409(
+    tmp_path_factory: pytest.TempPathFactory, s3: S3Server
+) -> None:
+    """Without a scheduler (the API alone), a requested run stays queued: a second request
+    is refused with the queued run in the body."""
+    prefix = unique_prefix("sources-409")
+    with private_redis(prefix):
+        settings = service_settings(
+            tmp_path_factory.mktemp("sources-409"), prefix, None, sources_allow_private=True
+        )
+        with api_client(settings) as client:
+            body = {"type": "s3", "config": s3.config("busy-bucket")}
+            assert client.put("/v1/indexes/srcbusy/sources/b", json=body).status_code == 201
+            first = client.post("/v1/indexes/srcbusy/sources/b/sync")
+            assert first.status_code == 202 and first.json()["status"] == "queued"
+            second = client.post("/v1/indexes/srcbusy/sources/b/sync")
+            assert second.status_code == 409, second.text
+            assert second.json()["error"]["code"] == "sync_in_progress"
+            assert second.json()["run"]["run_id"] == first.json()["run_id"]
+            shown = client.get("/v1/indexes/srcbusy/sources/b").json()
+            assert shown["state"] == "running" and shown["next_run_at"] is not None
+            runs = client.get("/v1/indexes/srcbusy/sources/b/runs").json()["runs"]
+            assert [run["status"] for run in runs] == ["queued"]
