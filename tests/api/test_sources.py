@@ -17,6 +17,7 @@ from tests.support.redis_db import private_redis, unique_prefix
 from tests.support.s3_server import SECRET_KEY, S3Server, s3_server
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
 from tests.support.sources import deployment_with_sources, sync_and_wait
+from tests.support.web_site import TestSite, page
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +200,75 @@ def test_a_second_sync_while_one_is_queued_is_409(
             assert shown["state"] == "running" and shown["next_run_at"] is not None
             runs = client.get("/v1/indexes/srcbusy/sources/b/runs").json()["runs"]
             assert [run["status"] for run in runs] == ["queued"]
+
+
+def test_a_web_source_crawls_in_scope_and_answers_304s_the_second_time(
+    client: httpx.Client,
+) -> None:
+    with TestSite() as site:
+        site.pages.update(
+            {
+                "/": page(
+                    "Home",
+                    "/a.html",
+                    "/b.html?from=home",
+                    "/loop1.html",
+                    "/private/secret.html",
+                    "/moved",
+                    "/slow.html",
+                    "/gone.html",
+                    "/manual.txt",
+                    "http://example.invalid/off-scope.html",
+                ),
+                "/a.html": page("Alpacas", body="Alpacas are kept for their wool."),
+                "/b.html": page("Bees", head='<link rel="canonical" href="/b.html">'),
+                "/loop1.html": page("Loop one", "/loop2.html"),
+                "/loop2.html": page("Loop two", "/loop1.html"),
+                "/private/secret.html": page("Secret"),
+                "/slow.html": page("Slow"),
+                "/gone.html": page("Gone soon"),
+                "/manual.txt": ("text/plain", b"A plain text manual about llama care."),
+                "/sitemapped.html": page("From the sitemap"),
+                "/sitemap.xml": (
+                    "application/xml",
+                    b"<urlset><url><loc>/sitemapped.html</loc></url></urlset>".replace(
+                        b"/sitemapped", site.url.encode() + b"/sitemapped"
+                    ),
+                ),
+            }
+        )
+        site.redirects["/moved"] = "/a.html"
+        site.slow["/slow.html"] = 0.3
+        body = {
+            "type": "web",
+            "config": {
+                "start_urls": [site.url + "/"],
+                "sitemaps": [site.url + "/sitemap.xml"],
+                "delay_seconds": 0,
+            },
+        }
+        assert client.put("/v1/indexes/srcweb/sources/site", json=body).status_code == 201
+        first = sync_and_wait(client, "srcweb", "site")
+        assert first["status"] == "completed", first
+        expected = {
+            f"{site.url}{path}"
+            for path in (
+                "/", "/a.html", "/b.html", "/loop1.html", "/loop2.html", "/slow.html",
+                "/gone.html", "/manual.txt", "/sitemapped.html",
+            )
+        }  # fmt: skip
+        assert set(_documents(client, "srcweb")) == expected
+        assert first["counts"]["new"] == len(expected), first
+        assert site.hits["/private/secret.html"] == 0  # robots.txt
+        assert site.hits["/loop1.html"] == 1  # the loop is visited once
+
+        site.pages["/a.html"] = page("Alpacas", body="Alpacas now also carry vicunas.")
+        del site.pages["/gone.html"]
+        second = sync_and_wait(client, "srcweb", "site")
+        counts = second["counts"]
+        assert (counts["changed"], counts["deleted"], counts["new"]) == (1, 1, 0), second
+        assert counts["unchanged"] == len(expected) - 2, second
+        assert site.not_modified["/"] >= 1 and site.not_modified["/loop1.html"] == 1
+        assert f"{site.url}/gone.html" not in _documents(client, "srcweb")
+        hits = client.post("/v1/indexes/srcweb/search", json={"query": "vicunas", "top_k": 1})
+        assert "vicunas" in hits.raise_for_status().json()["results"][0]["text"]

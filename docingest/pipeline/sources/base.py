@@ -67,6 +67,8 @@ class Found:
     unchanged: bool = False
     staged: Path | None = None
     fetched: Fetched | None = None
+    failure: ItemFailed | None = None
+    """The walk could not read it (it counts as failed, and keeps its document)."""
 
 
 Known = Mapping[str, Mapping[str, Any]]

@@ -35,6 +35,7 @@ def _register_builtins() -> None:
         return
     from docingest.pipeline.sources.folder import FOLDER
     from docingest.pipeline.sources.s3 import S3
+    from docingest.pipeline.sources.web import WEB
 
-    for builtin in (FOLDER, S3):
+    for builtin in (FOLDER, S3, WEB):
         _TYPES.setdefault(builtin.name, builtin)

@@ -108,10 +108,16 @@ def _walk(context: RunContext, source: StoredSource, reader: Any) -> None:
             continue
         seen.add(item.document_id)
         previous = known.get(item.document_id)
-        if found.unchanged or (
-            found.staged is None and previous is not None and previous.get("fp") == item.fingerprint
-        ):
-            record = {"fp": item.fingerprint, **item.extra} if found.unchanged else None
+        if found.failure is not None:
+            log.warning("source %s/%s: %s: %s", index, name, item.uri, found.failure.message)
+            store.mark(index, name, item.document_id, ("listed", "failed"))
+            metrics.SOURCE_ITEMS.labels(index, name, "failed").inc()
+            continue
+        if found.unchanged or (previous is not None and previous.get("fp") == item.fingerprint):
+            _discard(found.staged)  # read by the walk (a crawler), the same bytes as before
+            record = (
+                {"fp": item.fingerprint, **item.extra} if found.staged or found.unchanged else None
+            )
             store.mark(index, name, item.document_id, ("listed", "unchanged"), record=record)
             metrics.SOURCE_ITEMS.labels(index, name, "unchanged").inc()
             continue
