@@ -48,9 +48,9 @@ def client(tmp_path_factory: pytest.TempPathFactory, folder_root: Path) -> Itera
             response.read()
             assert SECRET_KEY not in response.text, f"{response.request.url} showed a secret"
 
-        with deployment_with_sources(settings, name="sources-api") as client:
-            client.event_hooks["response"] = [no_secret]
-            yield client
+        with deployment_with_sources(settings, name="sources-api") as deployment:
+            deployment.client.event_hooks["response"] = [no_secret]
+            yield deployment.client
 
 
 def _documents(client: httpx.Client, index: str) -> dict[str, dict[str, object]]:
@@ -145,29 +145,34 @@ def test_a_folder_source_brings_changes_keeps_and_prunes(
     assert shown["last_run"]["run_id"] == third["run_id"] and shown["state"] == "idle"
 
 
-def test_an_s3_source_pages_its_listing_and_follows_changes(
-    client: httpx.Client, s3: S3Server
-) -> None:
-    s3.client.create_bucket(Bucket="paged-bucket")
-    for number in range(1005):  # more than one ListObjectsV2 page
+def test_an_s3_source_follows_changes_and_deletions(client: httpx.Client, s3: S3Server) -> None:
+    s3.client.create_bucket(Bucket="notes-bucket")
+    for number in range(12):
         s3.client.put_object(
-            Bucket="paged-bucket", Key=f"notes/{number:04}.txt", Body=f"note {number}".encode()
+            Bucket="notes-bucket", Key=f"notes/{number:04}.txt", Body=f"note {number}".encode()
         )
-    s3.client.put_object(Bucket="paged-bucket", Key="other/skip.txt", Body=b"outside the prefix")
-    body = {"type": "s3", "config": s3.config("paged-bucket", prefix="notes/")}
+    s3.client.put_object(Bucket="notes-bucket", Key="notes/skip.log", Body=b"excluded")
+    s3.client.put_object(Bucket="notes-bucket", Key="other/skip.txt", Body=b"outside the prefix")
+    config = s3.config("notes-bucket", prefix="notes/", exclude=["*.log"])
+    body = {"type": "s3", "config": config}
     assert client.put("/v1/indexes/srcs3/sources/notes", json=body).status_code == 201
-    first = sync_and_wait(client, "srcs3", "notes", timeout=600)
+    first = sync_and_wait(client, "srcs3", "notes")
     assert first["status"] == "completed", first
-    assert (first["counts"]["listed"], first["counts"]["new"]) == (1005, 1005), first
+    assert (first["counts"]["listed"], first["counts"]["new"]) == (12, 12), first
+    document = client.get("/v1/indexes/srcs3/documents/notes%2F0003.txt").raise_for_status()
+    provenance = document.json()["metadata"]["source"]
+    assert provenance["uri"] == "s3://notes-bucket/notes/0003.txt" and provenance["etag"]
 
-    s3.client.put_object(Bucket="paged-bucket", Key="notes/0001.txt", Body=b"note one, changed")
-    s3.client.delete_object(Bucket="paged-bucket", Key="notes/0002.txt")
-    second = sync_and_wait(client, "srcs3", "notes", timeout=600)
+    s3.client.put_object(Bucket="notes-bucket", Key="notes/0001.txt", Body=b"note one, changed")
+    s3.client.delete_object(Bucket="notes-bucket", Key="notes/0002.txt")
+    second = sync_and_wait(client, "srcs3", "notes")
     assert second["counts"] == {
-        "listed": 1004, "new": 0, "changed": 1, "unchanged": 1003, "deleted": 1, "failed": 0,
+        "listed": 11, "new": 0, "changed": 1, "unchanged": 10, "deleted": 1, "failed": 0,
     }, second  # fmt: skip
-    index = client.get("/v1/indexes/srcs3").raise_for_status().json()
-    assert index["documents"] == 1004
+    assert client.get("/v1/indexes/srcs3").raise_for_status().json()["documents"] == 11
+
+    assert client.delete("/v1/indexes/srcs3/sources/notes?delete_documents=true").status_code == 204
+    assert client.get("/v1/indexes/srcs3").raise_for_status().json()["documents"] == 0
 
 
 def test_a_missing_bucket_fails_the_run_with_a_code(client: httpx.Client, s3: S3Server) -> None:

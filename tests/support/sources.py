@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from celery import Celery
 
+from docingest.pipeline.keys import INGEST_QUEUE, INGEST_TASK
 from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings
 from docingest.workers import context
@@ -19,22 +22,35 @@ from tests.support.api_app import api_client
 from tests.support.waiting import wait_until
 
 
+@dataclass
+class Deployment:
+    client: httpx.Client
+    services: Services
+    celery: Celery
+
+    def submit(self, job_id: str) -> None:
+        """Hand a job to the ingest queue, as the scheduler does."""
+        self.celery.send_task(INGEST_TASK, args=[job_id], queue=INGEST_QUEUE)
+
+
 @contextmanager
 def deployment_with_sources(
-    settings: Settings, *, name: str, concurrency: int = 2
-) -> Iterator[httpx.Client]:
+    settings: Settings, *, name: str, concurrency: int = 2, scheduler: bool = True
+) -> Iterator[Deployment]:
     services = Services(settings, owns_store=True)
     celery = create_celery_app(settings)
     context.install(services)
     worker = EmbeddedWorker(celery, concurrency=concurrency, hostname=f"{name}@%h")
-    scheduler = SourceScheduler(celery, services)
+    runs = SourceScheduler(celery, services) if scheduler else None
     worker.start()
-    scheduler.start()
+    if runs is not None:
+        runs.start()
     try:
         with api_client(settings, services=services, celery=celery) as client:
-            yield client
+            yield Deployment(client, services, celery)
     finally:
-        scheduler.stop()
+        if runs is not None:
+            runs.stop()
         worker.stop(timeout=30)
         context.forget()
         services.close()
