@@ -104,6 +104,8 @@ class WebReader:
         self._last_request = 0.0
         self._answered = 0
         self._unreachable = 0
+        self._read = 0
+        """Pages read (200 or 304): a walk that read none while some failed fails the run."""
 
     def walk(self, known: Known, staging: Callable[[], Path]) -> Iterator[Found]:
         config = self._config
@@ -131,14 +133,18 @@ class WebReader:
                 found = None
             if found is not None:
                 documents.add(found.item.document_id)
+                if found.failure is None:
+                    self._read += 1
                 yield found
             if depth < config.max_depth:
                 for link in links:
                     if link not in queued and self._in_scope(link):
                         queued.add(link)
                         queue.append((link, depth + 1))
-        if self._answered == 0 and self._unreachable > 0:
+        if self._read == 0 and self._answered == 0 and self._unreachable > 0:
             raise SourceUnreadable("source_unreachable", "No page of the site could be reached.")
+        if self._read == 0 and pages > 0:
+            raise SourceUnreadable("source_error", "No page of the site could be read.")
 
     def _page(
         self, url: str, known: Known, staging: Callable[[], Path]
