@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -244,6 +244,27 @@ class SourceStore:
                 pipe.hset(keys.items, item_id, json.dumps(record, separators=(",", ":")))
             if job is not None:
                 pipe.hset(keys.jobs, job[0], json.dumps([item_id, job[1]]))
+            pipe.execute()
+
+    def mark_unchanged(
+        self, index: str, name: str, items: Sequence[tuple[str, Mapping[str, Any] | None]]
+    ) -> None:
+        """Record many unchanged items in one step (their fingerprints when given)."""
+        if not items:
+            return
+        keys = self.of(index, name)
+        records = {
+            item_id: json.dumps(record, separators=(",", ":"))
+            for item_id, record in items
+            if record is not None
+        }
+        with map_redis_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.sadd(keys.seen, *[item_id for item_id, _ in items])
+            pipe.hincrby(keys.current, "listed", len(items))
+            pipe.hincrby(keys.current, "unchanged", len(items))
+            if records:
+                pipe.hset(keys.items, mapping=records)
             pipe.execute()
 
     def forget_item(self, index: str, name: str, item_id: str, moves: Mapping[str, int]) -> None:

@@ -43,6 +43,10 @@ MAX_DOCUMENT_ID_CHARS = 512
 """As an upload's `document_id` (docingest/api/routes/documents.py)."""
 JOB_POLL_SECONDS = 0.5
 JOBS_PER_READ = 500
+UNCHANGED_BATCH = 500
+"""Unchanged items recorded in one Redis step. Batching costs nothing on a restart: an
+unchanged item not yet recorded is compared again, which fetches nothing (BENCHMARKS.md,
+"Sources")."""
 
 
 class LeaseLost(Exception):
@@ -98,28 +102,40 @@ def _walk(context: RunContext, source: StoredSource, reader: Any) -> None:
     index, name = source.index, source.name
     known = store.known(index, name)
     seen = store.seen(index, name)
+    unchanged: list[tuple[str, dict[str, Any] | None]] = []
+
+    def flush() -> None:
+        store.mark_unchanged(index, name, unchanged)
+        metrics.SOURCE_ITEMS.labels(index, name, "unchanged").inc(len(unchanged))
+        unchanged.clear()
+
     if services.owns_store:
         services.ensure_index(index)
     for found in reader.walk(known, lambda: services.staged_path(uuid.uuid4().hex)):
-        _check(context)
         item = found.item
         if item.document_id in seen:  # compared before this run was interrupted
             _discard(found.staged)
             continue
         seen.add(item.document_id)
         previous = known.get(item.document_id)
+        if found.failure is None and (
+            found.unchanged or (previous is not None and previous.get("fp") == item.fingerprint)
+        ):
+            _discard(found.staged)  # read by the walk (a crawler), the same bytes as before
+            keep = found.staged is not None or found.unchanged
+            unchanged.append(
+                (item.document_id, {"fp": item.fingerprint, **item.extra} if keep else None)
+            )
+            if len(unchanged) >= UNCHANGED_BATCH:
+                _check(context)
+                flush()
+            continue
+        flush()
+        _check(context)
         if found.failure is not None:
             log.warning("source %s/%s: %s: %s", index, name, item.uri, found.failure.message)
             store.mark(index, name, item.document_id, ("listed", "failed"))
             metrics.SOURCE_ITEMS.labels(index, name, "failed").inc()
-            continue
-        if found.unchanged or (previous is not None and previous.get("fp") == item.fingerprint):
-            _discard(found.staged)  # read by the walk (a crawler), the same bytes as before
-            record = (
-                {"fp": item.fingerprint, **item.extra} if found.staged or found.unchanged else None
-            )
-            store.mark(index, name, item.document_id, ("listed", "unchanged"), record=record)
-            metrics.SOURCE_ITEMS.labels(index, name, "unchanged").inc()
             continue
         outcome = "changed" if previous is not None else "new"
         try:
@@ -138,6 +154,7 @@ def _walk(context: RunContext, source: StoredSource, reader: Any) -> None:
             job=(job_id, outcome),
         )
         metrics.SOURCE_ITEMS.labels(index, name, outcome).inc()
+    flush()
 
 
 def _submit(context: RunContext, source: StoredSource, found: Found, reader: Any) -> str:
