@@ -17,6 +17,7 @@ from tests.support.redis_db import private_redis, unique_prefix
 from tests.support.s3_server import SECRET_KEY, S3Server, s3_server
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
 from tests.support.sources import deployment_with_sources, sync_and_wait
+from tests.support.waiting import wait_until
 from tests.support.web_site import TestSite, page
 
 
@@ -277,3 +278,34 @@ def test_a_web_source_crawls_in_scope_and_answers_304s_the_second_time(
         assert f"{site.url}/gone.html" not in _documents(client, "srcweb")
         hits = client.post("/v1/indexes/srcweb/search", json={"query": "vicunas", "top_k": 1})
         assert "vicunas" in hits.raise_for_status().json()["results"][0]["text"]
+
+
+def test_a_schedule_runs_the_source_again_and_again(
+    client: httpx.Client, folder_root: Path
+) -> None:
+    folder = folder_root / "scheduled"
+    folder.mkdir()
+    (folder / "tick.txt").write_text("A note that is read on every tick.")
+    body = {"type": "folder", "config": {"path": str(folder)}, "schedule": {"every": "1s"}}
+    assert client.put("/v1/indexes/srcsched/sources/tick", json=body).status_code == 201
+
+    def two_scheduled_runs() -> list[dict[str, object]] | None:
+        runs = client.get("/v1/indexes/srcsched/sources/tick/runs").json()["runs"]
+        ended = [run for run in runs if run["status"] == "completed"]
+        return ended if len(ended) >= 2 else None
+
+    runs = wait_until(two_scheduled_runs, timeout=120, what="two scheduled runs")
+    assert {run["trigger"] for run in runs} == {"schedule"}
+    assert runs[-1]["counts"]["new"] == 1 and runs[0]["counts"]["unchanged"] == 1
+    shown = client.get("/v1/indexes/srcsched/sources/tick").json()
+    assert shown["next_run_at"] is not None
+    # Without a schedule, no further run comes.
+    assert (
+        client.put("/v1/indexes/srcsched/sources/tick", json=body | {"schedule": None}).status_code
+        == 200
+    )
+    wait_until(
+        lambda: client.get("/v1/indexes/srcsched/sources/tick").json()["next_run_at"] is None,
+        timeout=120,
+        what="the schedule to be gone once the run under way ends",
+    )
