@@ -128,7 +128,7 @@ def bench_s3_large(deployment: Deployment, s3: S3Server, count: int) -> dict[str
     reader = S3.open(
         S3Config.model_validate(s3.config("bench-large")), deployment.services.settings
     )
-    records = {
+    records: dict[Any, Any] = {
         found.item.document_id: json.dumps({"fp": found.item.fingerprint})
         for found in reader.walk({}, lambda: Path("/nonexistent"))
     }

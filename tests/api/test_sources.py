@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -289,7 +290,7 @@ def test_a_schedule_runs_the_source_again_and_again(
     body = {"type": "folder", "config": {"path": str(folder)}, "schedule": {"every": "1s"}}
     assert client.put("/v1/indexes/srcsched/sources/tick", json=body).status_code == 201
 
-    def two_scheduled_runs() -> list[dict[str, object]] | None:
+    def two_scheduled_runs() -> list[dict[str, Any]] | None:
         runs = client.get("/v1/indexes/srcsched/sources/tick/runs").json()["runs"]
         ended = [run for run in runs if run["status"] == "completed"]
         return ended if len(ended) >= 2 else None

@@ -125,7 +125,7 @@ def test_the_run_writes_its_webhook_event(deployment: Deployment, site: TestSite
     assert SourceRunner(services, submit=deployment.submit).try_run("events", "site")
     ids = services.redis.lrange(services.keys.webhook_log("events", "h"), 0, -1)
     assert len(ids) == 1
-    delivery = services.redis.hgetall(services.keys.webhook_delivery(ids[0]))
+    delivery = services.redis.hgetall(services.keys.webhook_delivery(str(ids[0])))
     assert delivery["event"] == "source.sync.completed"
     data = json.loads(delivery["data"])
     assert data["run_id"] == run.run_id and data["source"] == "site"
