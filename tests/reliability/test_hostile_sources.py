@@ -1,14 +1,17 @@
 """Sources that misbehave get a status, not a crash: a site that answers 500 or never
 answers, a huge page, an endless calendar of links, a redirect loop, a file no parser knows,
-an S3 endpoint that refuses connections, a folder that is gone, and targets on private
-addresses. One item that fails fails alone; the run goes on and counts it."""
+an S3 endpoint that refuses connections, refused S3 credentials, a folder that is gone, and
+targets on private addresses. One item that fails fails alone; the run goes on and counts
+it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import httpx
 import pytest
 
@@ -16,6 +19,7 @@ from tests.support.api_app import api_client, is_contract_error
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.hanging_server import HangingServer
 from tests.support.redis_db import private_redis, unique_prefix
+from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, s3_server
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
 from tests.support.sources import deployment_with_sources, sync_and_wait
 from tests.support.web_site import TestSite, page
@@ -148,3 +152,56 @@ def test_private_targets_are_refused_unless_allowed(
                 answer = client.put("/v1/indexes/private/sources/s", json=body)
                 assert is_contract_error(answer, status=400, code="invalid_source")
                 assert "DOCINGEST_SOURCES_ALLOW_PRIVATE" in answer.json()["error"]["message"]
+
+
+def test_refused_s3_credentials_fail_the_run_with_access_denied(client: httpx.Client) -> None:
+    """moto checks signatures once its IAM emulation is on (`/moto-api/reset-auth`): a key it
+    does not know, and a known key with a wrong secret, are both refused."""
+    with s3_server() as s3:
+        iam = boto3.client(
+            "iam",
+            endpoint_url=s3.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+        )
+        iam.create_user(UserName="reader")
+        iam.put_user_policy(
+            UserName="reader",
+            PolicyName="read",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+                }
+            ),  # fmt: skip
+        )
+        key = iam.create_access_key(UserName="reader")["AccessKey"]
+        s3.client.create_bucket(Bucket="guarded-bucket")
+        s3.client.put_object(Bucket="guarded-bucket", Key="a.txt", Body=b"Only for readers.")
+        httpx.post(f"{s3.endpoint_url}/moto-api/reset-auth", content=b"0").raise_for_status()
+        try:
+            wrong_secret = {"access_key_id": key["AccessKeyId"], "secret_access_key": "wrong"}
+            unknown_key = {"access_key_id": "AKIANOBODY0000000000", "secret_access_key": "x"}
+            for name, credentials in (("secret", wrong_secret), ("key", unknown_key)):
+                config = {"bucket": "guarded-bucket", "endpoint_url": s3.endpoint_url}
+                body = {"type": "s3", "config": config | credentials}
+                assert (
+                    client.put(f"/v1/indexes/denied/sources/{name}", json=body).status_code == 201
+                )
+                run = sync_and_wait(client, "denied", name)
+                assert run["status"] == "failed", run
+                assert run["error"]["code"] == "access_denied", run
+            granted = {
+                "access_key_id": key["AccessKeyId"],
+                "secret_access_key": key["SecretAccessKey"],
+            }
+            body = {
+                "type": "s3",
+                "config": {"bucket": "guarded-bucket", "endpoint_url": s3.endpoint_url} | granted,
+            }
+            assert client.put("/v1/indexes/denied/sources/good", json=body).status_code == 201
+            run = sync_and_wait(client, "denied", "good")
+            assert run["status"] == "completed" and run["counts"]["new"] == 1, run
+        finally:
+            httpx.post(f"{s3.endpoint_url}/moto-api/reset-auth", content=b"inf")
