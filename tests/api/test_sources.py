@@ -145,6 +145,13 @@ def test_a_folder_source_brings_changes_keeps_and_prunes(
     assert [run["run_id"] for run in runs] == [third["run_id"], second["run_id"], first["run_id"]]
     shown = client.get("/v1/indexes/srcfold/sources/hb").raise_for_status().json()
     assert shown["last_run"]["run_id"] == third["run_id"] and shown["state"] == "idle"
+    metrics = client.get("/metrics").raise_for_status().text
+    assert 'docingest_source_runs_total{index="srcfold",source="hb",status="completed"} 3.0' in (
+        metrics
+    )
+    assert 'docingest_source_items_total{index="srcfold",outcome="deleted",source="hb"} 1.0' in (
+        metrics
+    )
 
 
 def test_an_s3_source_follows_changes_and_deletions(client: httpx.Client, s3: S3Server) -> None:
@@ -310,3 +317,17 @@ def test_a_schedule_runs_the_source_again_and_again(
         timeout=120,
         what="the schedule to be gone once the run under way ends",
     )
+
+
+def test_robots_crawl_delay_spaces_the_requests(client: httpx.Client) -> None:
+    with TestSite() as site:
+        site.robots = "User-agent: *\nCrawl-delay: 1\n"
+        site.pages.update({"/": page("Home", "/one.html"), "/one.html": page("One")})
+        times: list[float] = []
+        site.on_request = lambda path: times.append(time.monotonic())
+        body = {"type": "web", "config": {"start_urls": [site.url + "/"], "delay_seconds": 0}}
+        assert client.put("/v1/indexes/srcdelay/sources/site", json=body).status_code == 201
+        run = sync_and_wait(client, "srcdelay", "site")
+    assert run["counts"]["new"] == 2, run
+    # robots.txt, then the two pages, each at least the crawl delay after the one before.
+    assert len(times) == 3 and times[2] - times[1] >= 1.0, times

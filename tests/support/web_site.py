@@ -14,6 +14,7 @@ import hashlib
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -44,6 +45,8 @@ class TestSite:
         self.robots = "User-agent: *\nDisallow: /private/\n"
         self.huge_bytes = 0
         self.calendar = False
+        self.on_request: Callable[[str], object] | None = None
+        """Called with each request's path as it arrives."""
         self._lock = threading.Lock()
         self._release = threading.Event()
         site = self
@@ -75,6 +78,8 @@ class TestSite:
         path = request.path.split("?", 1)[0]
         with self._lock:
             self.hits[path] += 1
+            if self.on_request is not None:
+                self.on_request(path)
         if path in self.hang:
             self._release.wait(600)
             return

@@ -3,13 +3,14 @@
 Breadth first from the start URLs (depth 0) and the sitemaps' locations, within a scope (the
 start URLs' origins, or their path prefixes), obeying robots.txt (`urllib.robotparser`, fed
 through the guarded fetch), to `max_pages` pages and `max_depth` links deep, waiting
-`delay_seconds` between two requests. Each page is asked for conditionally (the validators
-kept from the last run: `If-None-Match`, `If-Modified-Since`), so an unchanged page costs a
-304, and its links are then the ones kept with it. A page's document id is its canonical URL
-(its `<link rel=canonical>` when that is in scope, else the URL that answered, normalised), so
-one page is one document however it is reached; documents it links to (PDF, DOCX, ...) within
-scope are items too. A page that fails counts as failed and keeps its document; one that
-answers 404 or 410, or is no longer reached, is gone (deleted when the source prunes).
+`delay_seconds` (or robots.txt's longer `Crawl-delay`) between two requests. Each page is
+asked for conditionally (the validators kept from the last run: `If-None-Match`,
+`If-Modified-Since`), so an unchanged page costs a 304, and its links are then the ones kept
+with it. A page's document id is its canonical URL (its `<link rel=canonical>` when that is
+in scope, else the URL that answered, normalised), so one page is one document however it is
+reached; documents it links to (PDF, DOCX, ...) within scope are items too. A page that
+fails counts as failed and keeps its document; one that answers 404 or 410, or is no longer
+reached, is gone (deleted when the source prunes).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ ROBOTS_MAX_BYTES = 512 * 1024
 SITEMAP_MAX_BYTES = 50 * 1024 * 1024
 """The sitemap protocol's own limit on one file."""
 GONE = (404, 410)
+MAX_CRAWL_DELAY = 60.0
+"""The longest wait between two requests a robots.txt `Crawl-delay` may ask for."""
 
 
 class WebConfig(BaseModel):
@@ -102,6 +105,7 @@ class WebReader:
         self._in_scope = _Scope(config)
         self._robots: dict[str, RobotFileParser | None] = {}
         self._last_request = 0.0
+        self._delay = config.delay_seconds
         self._answered = 0
         self._unreachable = 0
         self._read = 0
@@ -126,6 +130,7 @@ class WebReader:
             url, depth = queue.popleft()
             if not self._allowed(url, staging):
                 continue
+            self._delay = max(self._config.delay_seconds, self._crawl_delay(url))
             pages += 1
             found, links = self._page(url, known, staging)
             if found is not None and found.item.document_id in documents:
@@ -274,8 +279,14 @@ class WebReader:
         parser.parse(lines)
         return parser
 
+    def _crawl_delay(self, url: str) -> float:
+        """robots.txt's `Crawl-delay` for us, capped at `MAX_CRAWL_DELAY` (0 without one)."""
+        robots = self._robots.get(_origin(url))
+        delay = robots.crawl_delay(USER_AGENT) if robots is not None else None
+        return min(float(delay or 0), MAX_CRAWL_DELAY)
+
     def _wait_politely(self) -> None:
-        wait = self._last_request + self._config.delay_seconds - time.monotonic()
+        wait = self._last_request + self._delay - time.monotonic()
         if wait > 0:
             time.sleep(wait)
         self._last_request = time.monotonic()
