@@ -35,6 +35,10 @@
     │   ├── WebhookUrlNotAllowed      webhook_url_not_allowed (resolves to a private address)
     │   ├── WebhookNotFound           webhook_not_found
     │   ├── InvalidRerank             validation_error (a rerank config naming no provider)
+    │   ├── InvalidSource             invalid_source (a bad source name, type, config, or a
+    │   │                             target on a private address)
+    │   ├── SourceNotFound            source_not_found
+    │   ├── SyncInProgress            sync_in_progress (a run of the source is under way)
     │   ├── Unauthorized              unauthorized
     │   └── Forbidden                 forbidden
     └── TransientError                worth retrying with backoff
@@ -49,6 +53,9 @@
         ├── DocumentBusy              document_busy
         └── StagingFull               staging_full (the staging quota or disk is full)
 
+    SourceUnreadable                  a source run cannot read its source (bucket_not_found,
+                                      access_denied, source_unreachable, source_error,
+                                      folder_not_found): the run ends `failed` with it
     RerankFailed                      the second stage of a search failed (timeout,
                                       rate_limited, rerank_unavailable, rerank_refused,
                                       rerank_bad_reply, rerank_not_configured,
@@ -260,6 +267,24 @@ class InvalidRerank(RequestError):
     code = "validation_error"
 
 
+class InvalidSource(RequestError):
+    code = "invalid_source"
+
+
+class SourceNotFound(RequestError):
+    code = "source_not_found"
+
+
+class SyncInProgress(RequestError):
+    """A run of the source is queued or running; `run` is it, as the API shows it."""
+
+    code = "sync_in_progress"
+
+    def __init__(self, message: str, run: object = None) -> None:
+        super().__init__(message)
+        self.run = run
+
+
 class Unauthorized(RequestError):
     """No API key, or an unknown one."""
 
@@ -318,6 +343,15 @@ class DocumentBusy(TransientError):
 class RerankFailed(_Coded):
     """The rerank stage could not re-order a search's candidates; `code` says why. The search
     still answers, in first-stage order, with this in its `rerank_error`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SourceUnreadable(_Coded):
+    """A source run cannot list or read its source at all; `code` says why (see the tree).
+    One item that cannot be read is not this: it counts as failed and the run goes on."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
