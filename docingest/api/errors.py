@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from docingest.pipeline.errors import (
+    ApiKeyNotFound,
     CursorExpired,
     DocumentIngesting,
     DocumentNotFound,
@@ -55,6 +56,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     DocumentNotFound: 404,
     JobNotFound: 404,
     WebhookNotFound: 404,
+    ApiKeyNotFound: 404,
     IndexConflict: 409,
     JobStateConflict: 409,
     CursorExpired: 409,

@@ -22,6 +22,7 @@
     │   ├── IndexNotFound             index_not_found
     │   ├── DocumentNotFound          document_not_found
     │   ├── InvalidFilter             invalid_filter
+    │   ├── InvalidAccess             invalid_access (a bad access list or principal)
     │   ├── InvalidCursor             invalid_cursor (a page cursor this server did not make)
     │   ├── CursorExpired             cursor_expired (what it pages through was replaced)
     │   ├── InvalidExport             invalid_export (an import file truncated or damaged)
@@ -35,6 +36,7 @@
     │   ├── WebhookUrlNotAllowed      webhook_url_not_allowed (resolves to a private address)
     │   ├── WebhookNotFound           webhook_not_found
     │   ├── InvalidRerank             validation_error (a rerank config naming no provider)
+    │   ├── ApiKeyNotFound            api_key_not_found
     │   ├── Unauthorized              unauthorized
     │   └── Forbidden                 forbidden
     └── TransientError                worth retrying with backoff
@@ -177,6 +179,12 @@ class InvalidFilter(RequestError):
     code = "invalid_filter"
 
 
+class InvalidAccess(RequestError):
+    """An access list or a principal that is not `user:<id>`, `group:<id>` or `public`."""
+
+    code = "invalid_access"
+
+
 class InvalidCursor(RequestError):
     """A listing's `cursor` is not one the service handed out."""
 
@@ -258,6 +266,10 @@ class InvalidRerank(RequestError):
     code = "validation_error"
 
 
+class ApiKeyNotFound(RequestError):
+    code = "api_key_not_found"
+
+
 class Unauthorized(RequestError):
     """No API key, or an unknown one."""
 
@@ -265,7 +277,7 @@ class Unauthorized(RequestError):
 
 
 class Forbidden(RequestError):
-    """The API key is valid but not for this index."""
+    """The API key is valid but not for this index, role or document."""
 
     code = "forbidden"
 

@@ -31,6 +31,9 @@
     {prefix}webhooks:deleting         hash: deletes under way, JSON [index, doc] → JSON
                                       {"version", "at"}; its `document.deleted` event is
                                       written when the delete ends (`docingest.pipeline.outbox`)
+    {prefix}apikeys                   hash: the API keys made at run time, hex sha256 of the
+                                      secret → JSON record (`docingest.pipeline.api_keys`)
+    {prefix}apikeys:ids               hash: their ids → hex sha256 (to list and revoke by id)
     {prefix}celery:...                the Celery broker's keys (kombu's global key prefix;
                                       `docingest.workers.broker` reads its queue lists)
     docingest:ratelimit:{scope}:log   zset: the embedding rate limiter's reservations
@@ -185,6 +188,16 @@ class Keys:
     @property
     def webhooks_deleting(self) -> str:
         return f"{self.prefix}webhooks:deleting"
+
+    @property
+    def api_keys(self) -> str:
+        """The API keys made at run time: hex sha256 of the secret → JSON record."""
+        return f"{self.prefix}apikeys"
+
+    @property
+    def api_key_ids(self) -> str:
+        """Their ids → hex sha256 of the secret."""
+        return f"{self.prefix}apikeys:ids"
 
     @property
     def broker_prefix(self) -> str:
