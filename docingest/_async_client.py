@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -52,6 +52,7 @@ class AsyncClient:
         base_url: str | None = None,
         *,
         api_key: str | None = None,
+        principals: Sequence[str] | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         retry: RetryPolicy = DEFAULT_RETRY,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -60,7 +61,7 @@ class AsyncClient:
         self.retry = retry
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            headers=client_headers(api_key),
+            headers=client_headers(api_key, principals),
             timeout=timeout,
             transport=transport,
         )
@@ -105,6 +106,7 @@ class AsyncClient:
     list_documents = _bind(ops.list_documents)
     get_document = _bind(ops.get_document)
     update_metadata = _bind(ops.update_metadata)
+    update_access = _bind(ops.update_access)
     delete_document = _bind(ops.delete_document)
     delete_documents = _bind(ops.delete_documents)
     list_chunks = _bind(ops.list_chunks)
@@ -114,6 +116,9 @@ class AsyncClient:
     get_webhook = _bind(ops.get_webhook)
     delete_webhook = _bind(ops.delete_webhook)
     list_deliveries = _bind(ops.list_deliveries)
+    create_key = _bind(ops.create_key)
+    list_keys = _bind(ops.list_keys)
+    revoke_key = _bind(ops.revoke_key)
 
     async def wait(
         self,

@@ -4,13 +4,15 @@ knows paths, parameters and bodies. `Client` and `AsyncClient` send these unchan
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from docingest._core import Call, Source, Upload, field_of, model, nothing, seg, text
 from docingest.models import (
+    ApiKey,
     Chunking,
     ChunkPage,
+    CreatedKey,
     DeleteResult,
     Delivery,
     DeliveryList,
@@ -25,9 +27,12 @@ from docingest.models import (
     IndexSettings,
     Job,
     JobList,
+    KeyList,
+    KeyRequest,
     MetadataUpdate,
     Rerank,
     RerankOptions,
+    Role,
     SearchMode,
     SearchRequest,
     SearchResponse,
@@ -75,6 +80,7 @@ def create_index(
     rerank: Rerank | Mapping[str, Any] | None = None,
     metadata_schema: Mapping[str, FieldType] | None = None,
     contextual_headers: bool | None = None,
+    access: Literal["open", "restricted"] | None = None,
 ) -> Call[IndexInfo]:
     """`PUT /v1/indexes/{index}`: create it, or confirm it exists with these settings
     (`Conflict` if its embedding or chunking differ)."""
@@ -86,6 +92,7 @@ def create_index(
             "rerank": rerank,
             "metadata_schema": metadata_schema,
             "contextual_headers": contextual_headers,
+            "access": access,
         }
     )
     return Call("PUT", f"/v1/indexes/{seg(index)}", model(IndexInfo), json=body.to_json())
@@ -118,6 +125,7 @@ def upload(
     metadata: Mapping[str, Any] | None = None,
     force: bool = False,
     callback_url: str | None = None,
+    access: Sequence[str] | None = None,
 ) -> Call[UploadAccepted]:
     """`POST /v1/indexes/{index}/documents`: `file` is a path, bytes or a binary stream (sent
     in chunks). The answer names the job; `wait()` follows it."""
@@ -128,6 +136,8 @@ def upload(
         data["metadata"] = json.dumps(metadata, ensure_ascii=False)
     if callback_url is not None:
         data["callback_url"] = callback_url
+    if access is not None:  # v1.3; left out, the stored version's list is kept
+        data["access"] = json.dumps(list(access))
     return Call(
         "POST",
         f"/v1/indexes/{seg(index)}/documents",
@@ -188,6 +198,18 @@ def update_metadata(index: str, document_id: str, metadata: Mapping[str, Any]) -
     """v1.2 `PATCH .../documents/{document_id}`: replace its user metadata on every chunk
     at once, without re-parsing or re-embedding."""
     body = MetadataUpdate(metadata=dict(metadata))
+    return Call(
+        "PATCH",
+        f"/v1/indexes/{seg(index)}/documents/{seg(document_id)}",
+        model(Document),
+        json=body.to_json(),
+    )
+
+
+def update_access(index: str, document_id: str, access: Sequence[str] | None) -> Call[Document]:
+    """v1.3 `PATCH .../documents/{document_id}`: replace its access list on every chunk at
+    once, without re-parsing or re-embedding (None removes the list)."""
+    body = MetadataUpdate(access=None if access is None else list(access))
     return Call(
         "PATCH",
         f"/v1/indexes/{seg(index)}/documents/{seg(document_id)}",
@@ -319,3 +341,33 @@ def chunks_page(index: str, document_id: str, page_size: int | None) -> Any:
 
 def jobs_page(index: str | None, status: str | None, page_size: int | None) -> Any:
     return lambda cursor: list_jobs(index=index, status=status, limit=page_size, cursor=cursor)
+
+
+# --- keys (v1.3, an admin's) ---
+
+
+def create_key(
+    name: str,
+    *,
+    role: Role,
+    indexes: Sequence[str] | None = None,
+    principals: Sequence[str] = (),
+) -> Call[CreatedKey]:
+    """`POST /v1/keys`: make a key; its secret (`key`) is in this answer only."""
+    body = KeyRequest(
+        name=name,
+        role=role,
+        indexes=None if indexes is None else list(indexes),
+        principals=list(principals),
+    )
+    return Call("POST", "/v1/keys", model(CreatedKey), json=body.to_json())
+
+
+def list_keys() -> Call[list[ApiKey]]:
+    """`GET /v1/keys`: the keys made at run time, without their secrets."""
+    return Call("GET", "/v1/keys", field_of(KeyList, "keys"))
+
+
+def revoke_key(key_id: str) -> Call[None]:
+    """`DELETE /v1/keys/{id}`: every API process refuses the key within a second."""
+    return Call("DELETE", f"/v1/keys/{seg(key_id)}", nothing)

@@ -7,7 +7,8 @@ Redis (`docingest.pipeline.api_keys`). Settings keys are compared as sha256 dige
 about which key or how much of it matched; a run-time key is found by its digest in Redis.
 Settings keys may be configured as their sha256, so the clear key need not sit in the
 environment. With no settings key the API is open (the embedded default, on 127.0.0.1): a
-request without a key is an admin, and one with a run-time key is that key's caller.
+request without a key is an admin, one with a run-time key is that key's caller, and one with
+a revoked run-time key is refused. Open is no security boundary: anyone may leave the key out.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from docingest.pipeline.api_keys import ApiKeyStore, KeyRecord, Role, check_grant
+from docingest.pipeline.api_keys import SECRET_PREFIX, ApiKeyStore, KeyRecord, Role, check_grant
 from docingest.pipeline.errors import Forbidden, InvalidAccess, Unauthorized
 from docingest.pipeline.settings import ApiKey
 from docingest.pipeline.store import ADMIN, Reader
@@ -152,8 +153,9 @@ class KeyRing:
                 found = _caller(record, digest.hex())
         if found is not None:
             return found
-        if not self._entries:  # keys are not required: an unknown one is ignored, as before
-            return ANYONE
+        if not self._entries and not token.strip().startswith(SECRET_PREFIX):
+            return ANYONE  # keys are not required: an unknown one is ignored, as before
+        # (a revoked run-time key is refused even then, rather than read as no key at all)
         raise Unauthorized("The API key is not valid.")
 
     def check_still_valid(self, caller: Caller) -> None:

@@ -15,7 +15,9 @@ from pydantic import BaseModel
 from docingest import _operations as ops
 from docingest._core import Call
 from docingest.models import (
+    ApiKey,
     ChunkPage,
+    CreatedKey,
     DeleteResult,
     Delivery,
     DeliveryList,
@@ -27,6 +29,8 @@ from docingest.models import (
     IndexSettings,
     Job,
     JobList,
+    KeyList,
+    KeyRequest,
     MetadataUpdate,
     SearchRequest,
     SearchResponse,
@@ -40,7 +44,13 @@ from tests.support.api_app import API_DOC, documented_endpoints
 from tests.support.docingest_service import ServiceEnv
 
 Json = dict[str, Any]
-NAMES = {"IDX": "{index}", "DOC": "{document_id}", "JOB": "{job_id}", "HOOK": "{name}"}
+NAMES = {
+    "IDX": "{index}",
+    "DOC": "{document_id}",
+    "JOB": "{job_id}",
+    "HOOK": "{name}",
+    "KEY": "{id}",
+}
 
 OPERATIONS: list[tuple[Call[Any], type[BaseModel] | None, type[BaseModel] | None]] = [
     (ops.create_index("IDX"), IndexSettings, IndexInfo),
@@ -67,12 +77,17 @@ OPERATIONS: list[tuple[Call[Any], type[BaseModel] | None, type[BaseModel] | None
     (ops.health(), None, None),
     (ops.ready(), None, None),
     (ops.metrics(), None, None),
+    (ops.update_access("IDX", "DOC", ["group:a"]), MetadataUpdate, Document),
+    (ops.create_key("k", role="user"), KeyRequest, CreatedKey),
+    (ops.list_keys(), None, KeyList),
+    (ops.revoke_key("KEY"), None, None),
 ]
 """Each SDK operation (built with placeholder names) with its request body and answer model."""
 NESTED: dict[str, type[BaseModel]] = {
     "Result": SearchResult,
     "StoredDocument": Document,
     "Delivery": Delivery,
+    "ApiKeyInfo": ApiKey,
 }
 """Components the server names differently, checked against the SDK model as well."""
 
