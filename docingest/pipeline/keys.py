@@ -32,7 +32,7 @@
                                       {"version", "at"}; its `document.deleted` event is
                                       written when the delete ends (`docingest.pipeline.outbox`)
     {prefix}apikeys                   hash: the API keys made at run time, hex sha256 of the
-                                      secret → JSON record (`docingest.pipeline.api_keys`)
+                                      secret → JSON record (`docingest.pipeline.api_keys.records`)
     {prefix}apikeys:ids               hash: their ids → hex sha256 (to list and revoke by id)
     {prefix}celery:...                the Celery broker's keys (kombu's global key prefix;
                                       `docingest.workers.broker` reads its queue lists)
