@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from docingest.pipeline.services import Services
+from docingest.pipeline.settings import Settings
 from docingest.workers.app import create_celery_app
 from tests.pipeline.store.test_store import ENGINES
 from tests.pipeline.test_access_leaks import store_document
@@ -22,6 +23,7 @@ from tests.support.api_app import api_client, is_contract_error, upload
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
 from tests.support.settings import service_settings
+from tests.support.waiting import wait_until
 
 ADMIN_KEY = f"hostile-admin-{uuid.uuid4().hex}"
 SERVICE_KEY = f"hostile-service-{uuid.uuid4().hex}"
@@ -39,6 +41,14 @@ ODD = [
 ]
 
 
+def settings_of(
+    tmp_path: Path, redis_db: TestRedis, fake: FakeEmbeddingServer, engine: str
+) -> Settings:
+    url = ":memory:" if engine == "qdrant-client" else None
+    api_keys = [{"key": ADMIN_KEY}, {"key": SERVICE_KEY, "role": "service"}]
+    return service_settings(tmp_path, redis_db.prefix, fake, qdrant_url=url, api_keys=api_keys)
+
+
 @pytest.fixture(params=ENGINES)
 def api(
     request: pytest.FixtureRequest,
@@ -46,11 +56,7 @@ def api(
     redis_db: TestRedis,
     embedding_server: FakeEmbeddingServer,
 ) -> Iterator[tuple[httpx.Client, Services]]:
-    url = ":memory:" if request.param == "qdrant-client" else None
-    api_keys = [{"key": ADMIN_KEY}, {"key": SERVICE_KEY, "role": "service"}]
-    settings = service_settings(
-        tmp_path, redis_db.prefix, embedding_server, qdrant_url=url, api_keys=api_keys
-    )
+    settings = settings_of(tmp_path, redis_db, embedding_server, request.param)
     services = Services(settings, owns_store=True)
     services.ensure_index(INDEX)
     try:
@@ -222,3 +228,22 @@ def test_a_key_revoked_while_its_upload_streams_is_refused_at_its_end(
     assert http.delete(f"/v1/keys/{fresh['id']}", headers=ADMIN).status_code == 204
     gone = upload(http, INDEX, b"x", headers={"Authorization": f"Bearer {fresh['key']}"})
     assert is_contract_error(gone, status=401, code="unauthorized")
+
+
+def test_a_key_revoked_on_one_api_process_is_refused_by_another(
+    tmp_path: Path, redis_db: TestRedis, embedding_server: FakeEmbeddingServer
+) -> None:
+    """Two API processes' apps over one Redis: the second has just accepted the key (and
+    keeps it for `CACHE_SECONDS`); once the first revokes it, the second refuses it too."""
+    settings = settings_of(tmp_path, redis_db, embedding_server, "qdrant-client")
+    with api_client(settings) as first, api_client(settings) as second:
+        made = first.post("/v1/keys", json={"name": "k", "role": "user"}, headers=ADMIN).json()
+        key = {"Authorization": f"Bearer {made['key']}"}
+        assert second.get("/v1/indexes", headers=key).status_code == 200  # now cached there
+        assert first.delete(f"/v1/keys/{made['id']}", headers=ADMIN).status_code == 204
+        wait_until(
+            lambda: second.get("/v1/indexes", headers=key).status_code == 401,
+            timeout=60,
+            what="the second process refusing the revoked key",
+        )
+        assert first.get("/v1/keys", headers=ADMIN).json()["keys"] == []
