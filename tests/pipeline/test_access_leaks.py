@@ -30,6 +30,7 @@ from docingest.pipeline.store.chunk_pages import document_chunks
 from tests.pipeline.store.test_store import ENGINES, records
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import TestRedis
+from tests.support.rerank_server import FakeRerankServer
 from tests.support.services import services_factory
 
 UNIVERSE = ["public", "user:ana", "user:bo", "group:legal", "group:hr", "user:o'b\"r,x"]
@@ -274,3 +275,23 @@ def test_the_index_rule_may_change_and_applies_to_the_next_read(services: Servic
     services.store.create_index(index, config.model_copy(update={"access": "restricted"}))
     assert services.search(index, request, reader=reader).results == []
     assert len(services.search(index, request, reader=ADMIN).results) == 2
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_re_ranker_is_never_sent_a_hidden_chunk(
+    engine: str, tmp_path: Path, embedding_server: FakeEmbeddingServer, redis_db: TestRedis
+) -> None:
+    url = ":memory:" if engine == "qdrant-client" else None
+    with (
+        FakeRerankServer() as reranker,
+        services_factory(tmp_path, redis_db.prefix, embedding_server) as make,
+    ):
+        services = make(qdrant_url=url, rerank_url=reranker.url, rerank_provider="cohere")
+        index = make_index(services, "open")
+        store_document(services, index, "shown", 3, ["group:legal"])
+        store_document(services, index, "hidden", 3, ["group:board"])
+        request = SearchRequest(query="harbour quay", top_k=10, rerank=True)
+        response = services.search(index, request, reader=Reader.of(["group:legal"]))
+        assert response.reranked and {r.document_id for r in response.results} == {"shown"}
+        sent = [text for call in reranker.requests for text in call.body["documents"]]
+        assert sent and all("shown" in text and "hidden" not in text for text in sent)
