@@ -225,7 +225,10 @@ def test_jobs_of_hidden_documents_answer_as_missing_jobs(served: Served) -> None
         assert is_contract_error(answer, status=404, code="job_not_found")
     listed = client.get("/v1/jobs", params={"index": INDEX}, headers=ana).json()["jobs"]
     assert job_id not in {job["job_id"] for job in listed}
-    assert {job["document_id"] for job in listed} <= {"hr.txt", "open.txt"}
+    assert {job["document_id"] for job in listed} <= {"hr.txt", "open.txt", "open.txt-nope"}
+    # a short page is filled from further back, past the newest (hidden) job
+    page = client.get("/v1/jobs", params={"index": INDEX, "limit": 2}, headers=ana).json()
+    assert len(page["jobs"]) == 2 and job_id not in {job["job_id"] for job in page["jobs"]}
     assert client.get(f"/v1/jobs/{job_id}", headers=ADMIN).json()["access"] == ["group:board"]
 
 

@@ -61,22 +61,36 @@ def list_jobs(
     status: JobStatus | None = None,
     limit: int = Query(default=50, ge=1, le=500),
 ) -> JobList:
-    """Recent jobs, newest first (of documents the caller may see)."""
-    jobs = services.jobs
+    """Recent jobs, newest first (of documents the caller may see: a page is filled with
+    visible jobs, reading further back, up to `MAX_SCAN` jobs, past hidden ones)."""
     if index is not None:
         authorize_index(index, caller)  # optional here, so not `AuthorizedIndex`
-        found = jobs.recent(index=index, status=status, limit=limit)
-    elif caller.indexes is None:
-        found = jobs.recent(status=status, limit=limit)
-    else:
-        found = []
-        for name in sorted(caller.indexes):
-            found.extend(jobs.recent(index=name, status=status, limit=limit))
-        found.sort(key=lambda job: job.created_at, reverse=True)
-        found = found[:limit]
-    if not reader.is_admin:
-        found = visible_jobs(services.store, found, reader)
-    return JobList(jobs=found)
+    wanted = limit
+    while True:
+        found = _recent(services, caller, index, status, wanted)
+        shown = found if reader.is_admin else visible_jobs(services.store, found, reader)
+        if len(shown) >= limit or len(found) < wanted or wanted >= MAX_SCAN:
+            return JobList(jobs=shown[:limit])
+        wanted = min(wanted * 4, MAX_SCAN)
+
+
+MAX_SCAN = 2000
+"""The most recent jobs one listing reads to fill a page with jobs the caller may see."""
+
+
+def _recent(
+    services: Services, caller: Caller, index: str | None, status: JobStatus | None, limit: int
+) -> list[Job]:
+    jobs = services.jobs
+    if index is not None:
+        return jobs.recent(index=index, status=status, limit=limit)
+    if caller.indexes is None:
+        return jobs.recent(status=status, limit=limit)
+    found: list[Job] = []
+    for name in sorted(caller.indexes):
+        found.extend(jobs.recent(index=name, status=status, limit=limit))
+    found.sort(key=lambda job: job.created_at, reverse=True)
+    return found[:limit]
 
 
 @router.delete("/{job_id}", response_model=CancelledJob, status_code=202)
