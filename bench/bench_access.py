@@ -29,6 +29,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def timed_search(
     embedder: PremadeEmbedder,
     text: str,
     reader: Reader,
-    selector: dict[str, object] | None = None,
+    selector: dict[str, Any] | None = None,
 ) -> tuple[float, int]:
     """Milliseconds of one hybrid top-10 search as `reader`, with the request filter
     `selector` (query embedding excluded)."""
@@ -136,7 +137,7 @@ def bench_search(args: argparse.Namespace) -> None:
         print(f"caller sees {visible} of {args.size // 20} documents", flush=True)
         # the same documents named by an ordinary request filter, as an admin: what the
         # engine's filter costs at this selectivity, access control aside
-        same = {"document_id": {"in": seen}} if len(seen) <= 1000 else None
+        same: dict[str, Any] | None = {"document_id": {"in": seen}} if len(seen) <= 1000 else None
         timings: dict[str, list[float]] = {"without": [], "with": [], "filter": []}
         shown = {"without": 0, "with": 0, "filter": 0}
         for number, text in enumerate([texts[0], *texts]):
