@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
+from docingest import _admin_operations as admin_ops
 from docingest import _operations as ops
 from docingest._core import (
     DEFAULT_RETRY,
@@ -52,6 +53,7 @@ class AsyncClient:
         base_url: str | None = None,
         *,
         api_key: str | None = None,
+        principals: Sequence[str] | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         retry: RetryPolicy = DEFAULT_RETRY,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -60,7 +62,7 @@ class AsyncClient:
         self.retry = retry
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            headers=client_headers(api_key),
+            headers=client_headers(api_key, principals),
             timeout=timeout,
             transport=transport,
         )
@@ -105,21 +107,25 @@ class AsyncClient:
     list_documents = _bind(ops.list_documents)
     get_document = _bind(ops.get_document)
     update_metadata = _bind(ops.update_metadata)
+    update_access = _bind(ops.update_access)
     delete_document = _bind(ops.delete_document)
     delete_documents = _bind(ops.delete_documents)
     list_chunks = _bind(ops.list_chunks)
     search = _bind(ops.search)
-    put_webhook = _bind(ops.put_webhook)
-    list_webhooks = _bind(ops.list_webhooks)
-    get_webhook = _bind(ops.get_webhook)
-    delete_webhook = _bind(ops.delete_webhook)
-    list_deliveries = _bind(ops.list_deliveries)
-    put_source = _bind(ops.put_source)
-    list_sources = _bind(ops.list_sources)
-    get_source = _bind(ops.get_source)
-    delete_source = _bind(ops.delete_source)
-    sync_source = _bind(ops.sync_source)
-    list_source_runs = _bind(ops.list_source_runs)
+    put_webhook = _bind(admin_ops.put_webhook)
+    list_webhooks = _bind(admin_ops.list_webhooks)
+    get_webhook = _bind(admin_ops.get_webhook)
+    delete_webhook = _bind(admin_ops.delete_webhook)
+    list_deliveries = _bind(admin_ops.list_deliveries)
+    put_source = _bind(admin_ops.put_source)
+    list_sources = _bind(admin_ops.list_sources)
+    get_source = _bind(admin_ops.get_source)
+    delete_source = _bind(admin_ops.delete_source)
+    sync_source = _bind(admin_ops.sync_source)
+    list_source_runs = _bind(admin_ops.list_source_runs)
+    create_key = _bind(admin_ops.create_key)
+    list_keys = _bind(admin_ops.list_keys)
+    revoke_key = _bind(admin_ops.revoke_key)
 
     async def wait(
         self,

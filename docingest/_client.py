@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
+from docingest import _admin_operations as admin_ops
 from docingest import _operations as ops
 from docingest._core import (
     DEFAULT_RETRY,
@@ -50,7 +51,8 @@ class Client:
 
     `base_url` defaults to DOCINGEST_URL (else http://DOCINGEST_HOST:DOCINGEST_PORT, i.e.
     http://127.0.0.1:8000 when unset) and `api_key` to
-    DOCINGEST_API_KEY, as for the command line. Errors raise `docingest.DocingestError`
+    DOCINGEST_API_KEY, as for the command line; `principals` are those a service key acts
+    for (sent as `X-Docingest-Principals` on every request). Errors raise `docingest.DocingestError`
     subclasses; 429 and 503 answers are retried as `retry` says (honouring Retry-After)."""
 
     def __init__(
@@ -58,6 +60,7 @@ class Client:
         base_url: str | None = None,
         *,
         api_key: str | None = None,
+        principals: Sequence[str] | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         retry: RetryPolicy = DEFAULT_RETRY,
         transport: httpx.BaseTransport | None = None,
@@ -65,10 +68,11 @@ class Client:
         self.base_url = (base_url or default_base_url()).rstrip("/")
         self.retry = retry
         self._api_key = api_key
+        self._principals = None if principals is None else list(principals)
         self._timeout = timeout
         self._http = httpx.Client(
             base_url=self.base_url,
-            headers=client_headers(api_key),
+            headers=client_headers(api_key, principals),
             timeout=timeout,
             transport=transport,
         )
@@ -81,7 +85,11 @@ class Client:
         from docingest._async_client import AsyncClient
 
         return AsyncClient(
-            self.base_url, api_key=self._api_key, timeout=self._timeout, retry=self.retry
+            self.base_url,
+            api_key=self._api_key,
+            principals=self._principals,
+            timeout=self._timeout,
+            retry=self.retry,
         )
 
     def __enter__(self) -> Client:
@@ -121,21 +129,25 @@ class Client:
     list_documents = _bind(ops.list_documents)
     get_document = _bind(ops.get_document)
     update_metadata = _bind(ops.update_metadata)
+    update_access = _bind(ops.update_access)
     delete_document = _bind(ops.delete_document)
     delete_documents = _bind(ops.delete_documents)
     list_chunks = _bind(ops.list_chunks)
     search = _bind(ops.search)
-    put_webhook = _bind(ops.put_webhook)
-    list_webhooks = _bind(ops.list_webhooks)
-    get_webhook = _bind(ops.get_webhook)
-    delete_webhook = _bind(ops.delete_webhook)
-    list_deliveries = _bind(ops.list_deliveries)
-    put_source = _bind(ops.put_source)
-    list_sources = _bind(ops.list_sources)
-    get_source = _bind(ops.get_source)
-    delete_source = _bind(ops.delete_source)
-    sync_source = _bind(ops.sync_source)
-    list_source_runs = _bind(ops.list_source_runs)
+    put_webhook = _bind(admin_ops.put_webhook)
+    list_webhooks = _bind(admin_ops.list_webhooks)
+    get_webhook = _bind(admin_ops.get_webhook)
+    delete_webhook = _bind(admin_ops.delete_webhook)
+    list_deliveries = _bind(admin_ops.list_deliveries)
+    put_source = _bind(admin_ops.put_source)
+    list_sources = _bind(admin_ops.list_sources)
+    get_source = _bind(admin_ops.get_source)
+    delete_source = _bind(admin_ops.delete_source)
+    sync_source = _bind(admin_ops.sync_source)
+    list_source_runs = _bind(admin_ops.list_source_runs)
+    create_key = _bind(admin_ops.create_key)
+    list_keys = _bind(admin_ops.list_keys)
+    revoke_key = _bind(admin_ops.revoke_key)
 
     def wait(
         self,

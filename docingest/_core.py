@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import email.utils
 import inspect
+import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,9 @@ URL_ENV = "DOCINGEST_URL"
 HOST_ENV = "DOCINGEST_HOST"
 PORT_ENV = "DOCINGEST_PORT"
 API_KEY_ENV = "DOCINGEST_API_KEY"
+PRINCIPALS_ENV = "DOCINGEST_PRINCIPALS"
+"""The principals a service key acts for, when the client is given none: `user:ana,group:x`
+or a JSON list (sent as `X-Docingest-Principals`, which takes both forms)."""
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 """Where a client looks when neither an argument nor the environment says (`docingest serve`'s
 default address)."""
@@ -69,12 +73,18 @@ def _env_port() -> int:
     return int(text)
 
 
-def client_headers(api_key: str | None) -> dict[str, str]:
-    """`api_key`, else DOCINGEST_API_KEY, as a Bearer token (none without either)."""
+def client_headers(api_key: str | None, principals: Sequence[str] | None = None) -> dict[str, str]:
+    """`api_key`, else DOCINGEST_API_KEY, as a Bearer token (none without either); and the
+    `principals` a service key acts for, else DOCINGEST_PRINCIPALS, as
+    `X-Docingest-Principals` (a JSON list, so ids holding commas pass whole)."""
     key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
     headers = {"User-Agent": USER_AGENT}
     if key:
         headers["Authorization"] = f"Bearer {key}"
+    if principals is not None:
+        headers["X-Docingest-Principals"] = json.dumps(list(principals))
+    elif held := os.environ.get(PRINCIPALS_ENV, "").strip():
+        headers["X-Docingest-Principals"] = held
     return headers
 
 

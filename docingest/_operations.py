@@ -4,16 +4,14 @@ knows paths, parameters and bodies. `Client` and `AsyncClient` send these unchan
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from docingest._core import Call, Source, Upload, field_of, model, nothing, seg, text
 from docingest.models import (
     Chunking,
     ChunkPage,
     DeleteResult,
-    Delivery,
-    DeliveryList,
     Document,
     DocumentPage,
     Embedding,
@@ -31,16 +29,7 @@ from docingest.models import (
     SearchMode,
     SearchRequest,
     SearchResponse,
-    SourceInfo,
-    SourceList,
-    SourceRun,
-    SourceRunList,
-    SourceSettings,
     UploadAccepted,
-    Webhook,
-    WebhookEventName,
-    WebhookList,
-    WebhookSubscription,
 )
 
 Json = dict[str, Any]
@@ -80,6 +69,7 @@ def create_index(
     rerank: Rerank | Mapping[str, Any] | None = None,
     metadata_schema: Mapping[str, FieldType] | None = None,
     contextual_headers: bool | None = None,
+    access: Literal["open", "restricted"] | None = None,
 ) -> Call[IndexInfo]:
     """`PUT /v1/indexes/{index}`: create it, or confirm it exists with these settings
     (`Conflict` if its embedding or chunking differ)."""
@@ -91,6 +81,7 @@ def create_index(
             "rerank": rerank,
             "metadata_schema": metadata_schema,
             "contextual_headers": contextual_headers,
+            "access": access,
         }
     )
     return Call("PUT", f"/v1/indexes/{seg(index)}", model(IndexInfo), json=body.to_json())
@@ -123,6 +114,7 @@ def upload(
     metadata: Mapping[str, Any] | None = None,
     force: bool = False,
     callback_url: str | None = None,
+    access: Sequence[str] | None = None,
 ) -> Call[UploadAccepted]:
     """`POST /v1/indexes/{index}/documents`: `file` is a path, bytes or a binary stream (sent
     in chunks). The answer names the job; `wait()` follows it."""
@@ -133,6 +125,8 @@ def upload(
         data["metadata"] = json.dumps(metadata, ensure_ascii=False)
     if callback_url is not None:
         data["callback_url"] = callback_url
+    if access is not None:  # v1.3; left out, the stored version's list is kept
+        data["access"] = json.dumps(list(access))
     return Call(
         "POST",
         f"/v1/indexes/{seg(index)}/documents",
@@ -193,6 +187,18 @@ def update_metadata(index: str, document_id: str, metadata: Mapping[str, Any]) -
     """v1.2 `PATCH .../documents/{document_id}`: replace its user metadata on every chunk
     at once, without re-parsing or re-embedding."""
     body = MetadataUpdate(metadata=dict(metadata))
+    return Call(
+        "PATCH",
+        f"/v1/indexes/{seg(index)}/documents/{seg(document_id)}",
+        model(Document),
+        json=body.to_json(),
+    )
+
+
+def update_access(index: str, document_id: str, access: Sequence[str] | None) -> Call[Document]:
+    """v1.3 `PATCH .../documents/{document_id}`: replace its access list on every chunk at
+    once, without re-parsing or re-embedding (None removes the list)."""
+    body = MetadataUpdate(access=None if access is None else list(access))
     return Call(
         "PATCH",
         f"/v1/indexes/{seg(index)}/documents/{seg(document_id)}",
@@ -276,123 +282,6 @@ def search(
     )
     return Call(
         "POST", f"/v1/indexes/{seg(index)}/search", model(SearchResponse), json=body.to_json()
-    )
-
-
-# --- webhooks ---
-
-
-def put_webhook(
-    index: str,
-    name: str,
-    url: str,
-    *,
-    events: list[WebhookEventName] | None = None,
-    secret: str | None = None,
-) -> Call[Webhook]:
-    """v1.2 `PUT /v1/indexes/{index}/webhooks/{name}`: subscribe `url` to the index's events,
-    signed with `secret` (check deliveries with `docingest.verify_signature`)."""
-    body = WebhookSubscription.model_validate(
-        {"url": url, "secret": secret} | ({"events": events} if events is not None else {})
-    )
-    return Call(
-        "PUT", f"/v1/indexes/{seg(index)}/webhooks/{seg(name)}", model(Webhook), json=body.to_json()
-    )
-
-
-def list_webhooks(index: str) -> Call[list[Webhook]]:
-    """v1.2 `GET /v1/indexes/{index}/webhooks`: the subscriptions, without secrets."""
-    return Call("GET", f"/v1/indexes/{seg(index)}/webhooks", field_of(WebhookList, "webhooks"))
-
-
-def get_webhook(index: str, name: str) -> Call[Webhook]:
-    """v1.2 `GET /v1/indexes/{index}/webhooks/{name}`: one subscription, without its secret."""
-    return Call("GET", f"/v1/indexes/{seg(index)}/webhooks/{seg(name)}", model(Webhook))
-
-
-def delete_webhook(index: str, name: str) -> Call[None]:
-    """v1.2 `DELETE /v1/indexes/{index}/webhooks/{name}`."""
-    return Call("DELETE", f"/v1/indexes/{seg(index)}/webhooks/{seg(name)}", nothing)
-
-
-def list_deliveries(index: str, name: str) -> Call[list[Delivery]]:
-    """v1.2 `GET .../webhooks/{name}/deliveries`: recent deliveries with their status."""
-    return Call(
-        "GET",
-        f"/v1/indexes/{seg(index)}/webhooks/{seg(name)}/deliveries",
-        field_of(DeliveryList, "deliveries"),
-    )
-
-
-# --- sources ---
-
-
-def put_source(
-    index: str,
-    name: str,
-    type: str,
-    config: Mapping[str, Any],
-    *,
-    every: str | None = None,
-    prune: bool | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    access: list[str] | None = None,
-) -> Call[SourceInfo]:
-    """v1.3 `PUT /v1/indexes/{index}/sources/{name}`: keep the index in sync with a bucket
-    (`s3`), a website (`web`) or a server folder (`folder`), every `every` (`"15m"`) when
-    given. Secrets in `config` are write-only: answers show them as "***"."""
-    body = SourceSettings.model_validate(
-        {
-            "type": type,
-            "config": dict(config),
-            "schedule": {"every": every} if every is not None else None,
-            "prune": prune,
-            "metadata": dict(metadata) if metadata is not None else None,
-            "access": access,
-        }
-    )
-    return Call(
-        "PUT",
-        f"/v1/indexes/{seg(index)}/sources/{seg(name)}",
-        model(SourceInfo),
-        json=body.to_json(),
-    )
-
-
-def list_sources(index: str) -> Call[list[SourceInfo]]:
-    """v1.3 `GET /v1/indexes/{index}/sources`: the index's sources with their last runs."""
-    return Call("GET", f"/v1/indexes/{seg(index)}/sources", field_of(SourceList, "sources"))
-
-
-def get_source(index: str, name: str) -> Call[SourceInfo]:
-    """v1.3 `GET /v1/indexes/{index}/sources/{name}`."""
-    return Call("GET", f"/v1/indexes/{seg(index)}/sources/{seg(name)}", model(SourceInfo))
-
-
-def delete_source(index: str, name: str, *, delete_documents: bool = False) -> Call[None]:
-    """v1.3 `DELETE /v1/indexes/{index}/sources/{name}`; `delete_documents` also deletes the
-    documents it brought."""
-    return Call(
-        "DELETE",
-        f"/v1/indexes/{seg(index)}/sources/{seg(name)}",
-        nothing,
-        params={"delete_documents": "true" if delete_documents else None},
-    )
-
-
-def sync_source(index: str, name: str) -> Call[SourceRun]:
-    """v1.3 `POST .../sources/{name}/sync`: queue a run now (409 `sync_in_progress` when one
-    is under way)."""
-    return Call("POST", f"/v1/indexes/{seg(index)}/sources/{seg(name)}/sync", model(SourceRun))
-
-
-def list_source_runs(index: str, name: str, *, limit: int | None = None) -> Call[list[SourceRun]]:
-    """v1.3 `GET .../sources/{name}/runs`: the runs, newest first."""
-    return Call(
-        "GET",
-        f"/v1/indexes/{seg(index)}/sources/{seg(name)}/runs",
-        field_of(SourceRunList, "runs"),
-        params={"limit": limit},
     )
 
 

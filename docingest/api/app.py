@@ -22,6 +22,7 @@ from docingest.api.routes import (
     documents,
     indexes,
     jobs,
+    keys,
     ops,
     search,
     sources,
@@ -54,7 +55,7 @@ def create_app(
         app.state.docingest = AppState(
             services=active,
             celery=celery or create_celery_app(resolved),
-            keyring=KeyRing(list(resolved.api_keys)),
+            keyring=KeyRing(list(resolved.api_keys), active.api_keys),
         )
         app.state.metrics_registry = registry_for(active)
         app.state.ready_cache = {}
@@ -75,6 +76,6 @@ def create_app(
         redoc_url=None,
     )
     install_error_handlers(app)
-    for module in (indexes, documents, jobs, search, webhooks, sources, ops, docs, web):
+    for module in (indexes, documents, jobs, search, webhooks, sources, keys, ops, docs, web):
         app.include_router(module.router)
     return app

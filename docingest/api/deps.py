@@ -9,10 +9,10 @@ from typing import Annotated
 from celery import Celery
 from fastapi import Depends, Request
 
-from docingest.api.auth import KeyRing, Principal
+from docingest.api.auth import PRINCIPALS_HEADER, Caller, KeyRing
 from docingest.pipeline.jobs.state import JobStore
 from docingest.pipeline.services import Services
-from docingest.pipeline.store import VectorStore, validate_index_name
+from docingest.pipeline.store import Reader, VectorStore, validate_index_name
 
 
 @dataclass
@@ -45,18 +45,32 @@ def _celery(request: Request) -> Celery:
     return app_state(request).celery
 
 
-def _principal(request: Request) -> Principal:
+def _caller(request: Request) -> Caller:
     return app_state(request).keyring.authenticate(request)
 
 
-PrincipalDep = Annotated[Principal, Depends(_principal)]
+CallerDep = Annotated[Caller, Depends(_caller)]
 
 
-def authorize_index(index: str, principal: PrincipalDep) -> str:
+def _reader(request: Request, caller: CallerDep) -> Reader:
+    return caller.reader(request.headers.get(PRINCIPALS_HEADER))
+
+
+ReaderDep = Annotated[Reader, Depends(_reader)]
+"""Whose eyes the request reads with (`Caller.reader`): pass it to every store read."""
+
+
+def authorize_index(index: str, caller: CallerDep) -> str:
     """Return `index` if it is a valid name this caller may use; else 400 or 403."""
     validate_index_name(index)
-    principal.check(index)
+    caller.check(index)
     return index
+
+
+def require_admin(caller: CallerDep) -> None:
+    """Refuse a caller whose key is not an admin's (for what spans every document of an
+    index, such as its webhooks, whose deliveries tell of them all)."""
+    caller.check_admin("This endpoint")
 
 
 StateDep = Annotated[AppState, Depends(app_state)]

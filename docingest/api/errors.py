@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from docingest.pipeline.errors import (
+    ApiKeyNotFound,
     CursorExpired,
     DocumentIngesting,
     DocumentNotFound,
@@ -58,6 +59,7 @@ STATUS_BY_ERROR: dict[type[IngestError], int] = {
     JobNotFound: 404,
     WebhookNotFound: 404,
     SourceNotFound: 404,
+    ApiKeyNotFound: 404,
     IndexConflict: 409,
     JobStateConflict: 409,
     SyncInProgress: 409,

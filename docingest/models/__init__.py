@@ -1,4 +1,4 @@
-"""Typed models of every request and response of the HTTP API, v1.2 (pydantic).
+"""Typed models of every request and response of the HTTP API, v1.3 (pydantic).
 
 Response models keep fields a newer server adds and default those an older one omits;
 request bodies send only the fields the caller set."""
@@ -33,6 +33,7 @@ from docingest.models.jobs import (
     JobStatus,
     UploadAccepted,
 )
+from docingest.models.keys import ApiKey, CreatedKey, KeyList, KeyRequest, Role
 from docingest.models.search import (
     Context,
     Excerpt,
@@ -67,10 +68,12 @@ from docingest.models.webhooks import (
 
 __all__ = [
     "TERMINAL",
+    "ApiKey",
     "Chunk",
     "ChunkPage",
     "Chunking",
     "Context",
+    "CreatedKey",
     "DeleteResult",
     "Delivery",
     "DeliveryList",
@@ -92,11 +95,14 @@ __all__ = [
     "JobResult",
     "JobStage",
     "JobStatus",
+    "KeyList",
+    "KeyRequest",
     "MetadataUpdate",
     "OcrInfo",
     "Rerank",
     "RerankOptions",
     "RunCounts",
+    "Role",
     "Scores",
     "SearchMode",
     "SearchRequest",

@@ -33,6 +33,8 @@ class Document(Model):
     title: str | None = None
     author: str | None = None
     ocr: OcrInfo | None = None
+    access: list[str] | None = None
+    """v1.3: the principals that may see it; None: no list (the index's rule decides)."""
 
 
 class DocumentPage(Model):
@@ -44,9 +46,14 @@ class DocumentPage(Model):
 
 
 class MetadataUpdate(Body):
-    """v1.2: the body of `PATCH .../documents/{document_id}`."""
+    """The body of `PATCH .../documents/{document_id}`: v1.2 `metadata`, v1.3 `access`; only
+    the fields set are sent (`access` None removes the list)."""
 
-    metadata: dict[str, Any]
+    metadata: dict[str, Any] | None = None
+    access: list[str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class DeleteResult(Model):

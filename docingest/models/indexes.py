@@ -57,6 +57,8 @@ class IndexSettings(Body):
     """v1.2: declared metadata fields, indexed for filtering and checked on upload."""
     contextual_headers: bool | None = None
     """v1.2: embed each chunk with its title and heading path in front."""
+    access: Literal["open", "restricted"] | None = None
+    """v1.3: who sees a document without an access list: all callers, or admins only."""
 
 
 class IndexInfo(Model):
@@ -72,6 +74,8 @@ class IndexInfo(Model):
     rerank: Rerank | None = None
     metadata_schema: dict[str, FieldType] | None = None
     contextual_headers: bool | None = None
+    access: Literal["open", "restricted"] | None = None
+    """v1.3: the index's rule for documents without an access list."""
 
 
 class IndexDetail(IndexInfo):

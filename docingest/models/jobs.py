@@ -73,6 +73,8 @@ class Job(Model):
     force: bool = False
     callback_url: str | None = None
     """v1.2: where this job's events are also delivered, when its upload named one."""
+    access: list[str] | None = None
+    """v1.3: the access list its upload gave the document (None: the stored one kept)."""
 
     @property
     def finished(self) -> bool:

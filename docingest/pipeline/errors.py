@@ -22,6 +22,7 @@
     │   ├── IndexNotFound             index_not_found
     │   ├── DocumentNotFound          document_not_found
     │   ├── InvalidFilter             invalid_filter
+    │   ├── InvalidAccess             invalid_access (a bad access list or principal)
     │   ├── InvalidCursor             invalid_cursor (a page cursor this server did not make)
     │   ├── CursorExpired             cursor_expired (what it pages through was replaced)
     │   ├── InvalidExport             invalid_export (an import file truncated or damaged)
@@ -39,6 +40,7 @@
     │   │                             target on a private address)
     │   ├── SourceNotFound            source_not_found
     │   ├── SyncInProgress            sync_in_progress (a run of the source is under way)
+    │   ├── ApiKeyNotFound            api_key_not_found
     │   ├── Unauthorized              unauthorized
     │   └── Forbidden                 forbidden
     └── TransientError                worth retrying with backoff
@@ -186,6 +188,12 @@ class InvalidFilter(RequestError):
     code = "invalid_filter"
 
 
+class InvalidAccess(RequestError):
+    """An access list or a principal that is not `user:<id>`, `group:<id>` or `public`."""
+
+    code = "invalid_access"
+
+
 class InvalidCursor(RequestError):
     """A listing's `cursor` is not one the service handed out."""
 
@@ -285,6 +293,10 @@ class SyncInProgress(RequestError):
         self.run = run
 
 
+class ApiKeyNotFound(RequestError):
+    code = "api_key_not_found"
+
+
 class Unauthorized(RequestError):
     """No API key, or an unknown one."""
 
@@ -292,7 +304,7 @@ class Unauthorized(RequestError):
 
 
 class Forbidden(RequestError):
-    """The API key is valid but not for this index."""
+    """The API key is valid but not for this index, role or document."""
 
     code = "forbidden"
 

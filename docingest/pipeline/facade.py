@@ -19,6 +19,8 @@ from docingest.pipeline.ingest.file import IngestRequest, ingest_file
 from docingest.pipeline.search import SearchRequest, SearchResponse
 from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings, get_settings
+from docingest.pipeline.store import ADMIN
+from docingest.pipeline.store.access import validate_access
 
 
 class Pipeline:
@@ -39,11 +41,13 @@ class Pipeline:
         document_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         force: bool = False,
+        access: list[str] | None = None,
     ) -> IndexResult:
         """Ingest the file at `path` into `index` (created with the settings' defaults when
         missing) as `document_id` (default: the file's name), replacing any older version.
 
         Unchanged content is not embedded again. Raises a `PermanentError` for a bad file.
+        `access`: its access list (None keeps the stored version's, if any).
         """
         path = Path(path)
         request = IngestRequest(
@@ -53,6 +57,7 @@ class Pipeline:
             filename=path.name,
             user_metadata=metadata or {},
             force=force,
+            access=validate_access(access),
         )
         return ingest_file(self._services, request)
 
@@ -64,7 +69,7 @@ class Pipeline:
     def search(self, index: str, query: str, **options: Any) -> SearchResponse:
         """Search `index` for `query`; `options` are `SearchRequest`'s (`top_k`, `mode`,
         `filter`, `max_chunks_per_document`, `score_threshold`). Scores: higher is better."""
-        return self._services.search(index, SearchRequest(query=query, **options))
+        return self._services.search(index, SearchRequest(query=query, **options), reader=ADMIN)
 
     def close(self) -> None:
         """Release the store (and its lock on the data directory) and the Redis connections."""

@@ -44,6 +44,9 @@
     {prefix}source:seen:{index}:{name}
                                       set: the item ids the current run has compared (its
                                       checkpoint); `...:jobs` hash: job id → item id
+    {prefix}apikeys                   hash: the API keys made at run time, hex sha256 of the
+                                      secret → JSON record (`docingest.pipeline.api_keys.records`)
+    {prefix}apikeys:ids               hash: their ids → hex sha256 (to list and revoke by id)
     {prefix}celery:...                the Celery broker's keys (kombu's global key prefix;
                                       `docingest.workers.broker` reads its queue lists)
     docingest:ratelimit:{scope}:log   zset: the embedding rate limiter's reservations
@@ -211,6 +214,16 @@ class Keys:
         """One of a source's own keys: `lease`, `runs`, `runorder`, `items`, `seen`,
         `jobs` (neither index nor source names hold ":")."""
         return f"{self.prefix}source:{kind}:{index}:{name}"
+
+    @property
+    def api_keys(self) -> str:
+        """The API keys made at run time: hex sha256 of the secret → JSON record."""
+        return f"{self.prefix}apikeys"
+
+    @property
+    def api_key_ids(self) -> str:
+        """Their ids → hex sha256 of the secret."""
+        return f"{self.prefix}apikeys:ids"
 
     @property
     def broker_prefix(self) -> str:

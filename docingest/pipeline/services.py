@@ -15,6 +15,7 @@ from pathlib import Path
 
 from redis import Redis
 
+from docingest.pipeline.api_keys import ApiKeyStore
 from docingest.pipeline.chunking import ChunkingSpec
 from docingest.pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
 from docingest.pipeline.embedders.bounded import BoundedQueries
@@ -23,6 +24,7 @@ from docingest.pipeline.errors import (
     DependencyUnavailable,
     DocumentBusy,
     DocumentNotFound,
+    Forbidden,
     IndexNotFound,
     InvalidEmbedding,
     StoreNotHere,
@@ -43,7 +45,7 @@ from docingest.pipeline.search import (
     search_outcome,
 )
 from docingest.pipeline.settings import Settings
-from docingest.pipeline.store import IndexConfig, VectorStore
+from docingest.pipeline.store import ADMIN, IndexConfig, Reader, VectorStore
 from docingest.pipeline.store.fencing import KEEP_ALIVE_TIMEOUT, DocumentFence
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class Services:
             keep_seconds=settings.job_ttl_seconds,
         )
         self.usage = UsageLedger(self.redis, keys=self.keys)
+        self.api_keys = ApiKeyStore(self.redis, keys=self.keys)
         self.fence = DocumentFence(self.redis, key_prefix=settings.redis_key_prefix)
         self.query_cache = QueryCache(settings.query_cache_size)
         self.owns_store = owns_store or settings.qdrant_url is not None
@@ -193,8 +196,9 @@ class Services:
         live = self.store.live_document(index, document_id)
         return self.fence.next_version(index, document_id, floor=live.version if live else 0)
 
-    def delete_document(self, index: str, document_id: str) -> None:
-        """Remove the document's chunks (every version); raise `DocumentNotFound` if none.
+    def delete_document(self, index: str, document_id: str, *, reader: Reader = ADMIN) -> None:
+        """Remove the document's chunks (every version); raise `DocumentNotFound` if none, or
+        if `reader` may not see it, and `Forbidden` if it sees it but may not delete it.
 
         Under the document's store lock, a job still storing an older upload of it is
         superseded first (its version is no longer the newest), so it cannot bring the
@@ -209,6 +213,7 @@ class Services:
             blocking_timeout=DELETE_LOCK_WAIT_SECONDS,
             keep_alive=True,
         ):
+            self.check_writable(index, document_id, reader)
             version = self.next_version(index, document_id)  # supersedes any attempt
             self.outbox.begin_delete(index, document_id, version=version)
             if not self.store.delete_document(index, document_id):
@@ -216,6 +221,23 @@ class Services:
                 raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
             seconds, micros = self.redis.time()
             self.outbox.emit_deleted(index, document_id, seconds + micros / 1_000_000)
+
+    def check_writable(self, index: str, document_id: str, reader: Reader) -> None:
+        """Pass if `reader` may change the live document, or if there is none. One it may
+        not see is `DocumentNotFound`, as a missing one; one it sees but may not change is
+        `Forbidden`. Admins pass without a read."""
+        if reader.is_admin:
+            return
+        store = self.store
+        if store.live_document(index, document_id) is None:
+            return
+        if store.live_document(index, document_id, within=store.readable(index, reader)) is None:
+            raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
+        if store.live_document(index, document_id, within=store.writable(index, reader)) is None:
+            raise Forbidden(
+                "This API key may read that document but not change it: that takes a "
+                "principal on its access list other than 'public', or an admin key."
+            )
 
     def finish_interrupted_delete(self, delete: DeleteUnderWay) -> bool | None:
         """End a delete whose process died between the store and its event: emit the event
@@ -259,10 +281,11 @@ class Services:
                 self._rerankers[key] = reranker
             return reranker
 
-    def search(self, index: str, request: SearchRequest) -> SearchResponse:
+    def search(self, index: str, request: SearchRequest, *, reader: Reader) -> SearchResponse:
         """Run `request` against `index` with the embedder its config names, re-ranked as
-        the request, the index and the settings say; a rerank sent is counted in the
-        index's usage (a Redis outage skips the count, never the search)."""
+        the request, the index and the settings say, over what `reader` may see; a rerank
+        sent is counted in the index's usage (a Redis outage skips the count, never the
+        search)."""
         target = resolve_target(self.store, index, embedder_for=self.query_embedder_for)
         reranking = Reranking(
             defaults=RerankDefaults.from_settings(self.settings),
@@ -277,6 +300,7 @@ class Services:
             query_cache=self.query_cache,
             reranking=reranking,
             fusion=fusion,
+            reader=reader,
         )
         if outcome.requested:
             try:

@@ -84,6 +84,11 @@ def request(
     if method == "put" and "/webhooks/" in path:  # a public address: no DNS needed
         hook = {"url": "http://93.184.215.14/hook", "events": ["job.completed"]}
         return client.put(path, json=hook, headers=headers)
+    if method == "put" and "/sources/" in path:  # a public address; nothing runs it here
+        source = {"type": "web", "config": {"start_urls": ["http://93.184.215.14/"]}}
+        return client.put(path, json=source, headers=headers)
+    if method == "post" and path == "/v1/keys":
+        return client.post(path, json={"name": "made", "role": "user"}, headers=headers)
     if method == "patch":
         return client.patch(path, json={"metadata": {"team": "x"}}, headers=headers)
     if method == "delete" and path.endswith("/documents"):
@@ -92,7 +97,9 @@ def request(
 
 
 def concrete(path: str, *, index: str, job_id: str) -> str:
-    return path.format(index=index, job_id=job_id, document_id="notes.txt", name="hook")
+    return path.format(
+        index=index, job_id=job_id, document_id="notes.txt", name="hook", id="key_unknown"
+    )
 
 
 def protected_endpoints() -> list[tuple[str, str]]:
@@ -200,6 +207,15 @@ def test_key_b_works_everywhere(served: Served) -> None:
         ("get", "/v1/indexes/{index}/webhooks/{name}"): 200,
         ("get", "/v1/indexes/{index}/webhooks/{name}/deliveries"): 200,
         ("delete", "/v1/indexes/{index}/webhooks/{name}"): 204,
+        ("put", "/v1/indexes/{index}/sources/{name}"): 201,
+        ("get", "/v1/indexes/{index}/sources"): 200,
+        ("get", "/v1/indexes/{index}/sources/{name}"): 200,
+        ("post", "/v1/indexes/{index}/sources/{name}/sync"): 202,
+        ("get", "/v1/indexes/{index}/sources/{name}/runs"): 200,
+        ("delete", "/v1/indexes/{index}/sources/{name}"): 204,
+        ("post", "/v1/keys"): 201,
+        ("get", "/v1/keys"): 200,
+        ("delete", "/v1/keys/{id}"): 404,  # no such key
         ("delete", "/v1/indexes/{index}"): 204,
     }
     assert set(expected) == documented_endpoints(), "the table follows the contract"

@@ -331,3 +331,32 @@ def test_robots_crawl_delay_spaces_the_requests(client: httpx.Client) -> None:
     assert run["counts"]["new"] == 2, run
     # robots.txt, then the two pages, each at least the crawl delay after the one before.
     assert len(times) == 3 and times[2] - times[1] >= 1.0, times
+
+
+def test_a_sources_access_list_is_stamped_on_its_documents(
+    client: httpx.Client, folder_root: Path
+) -> None:
+    folder = folder_root / "legal"
+    folder.mkdir()
+    (folder / "contract.txt").write_text("The indemnity clause of the supplier contract.")
+    body = {"type": "folder", "config": {"path": str(folder)}, "access": ["group:legal"]}
+    refused = client.put("/v1/indexes/srcacl/sources/legal", json={**body, "access": ["legal"]})
+    assert is_contract_error(refused, status=400, code="invalid_access")
+    assert client.put("/v1/indexes/srcacl/sources/legal", json=body).status_code == 201
+    assert sync_and_wait(client, "srcacl", "legal")["counts"]["new"] == 1
+    assert _documents(client, "srcacl")["contract.txt"]["access"] == ["group:legal"]
+
+    def user_key(principals: list[str]) -> dict[str, str]:
+        made = client.post("/v1/keys", json={"name": "u", "role": "user", "principals": principals})
+        return {"Authorization": f"Bearer {made.raise_for_status().json()['key']}"}
+
+    lawyer, clerk = user_key(["group:legal"]), user_key(["group:hr"])
+    url = "/v1/indexes/srcacl/documents/contract.txt"
+    assert client.get(url, headers=lawyer).status_code == 200
+    assert is_contract_error(client.get(url, headers=clerk), status=404, code="document_not_found")
+    # Only an admin may set sources up: a source stamps access lists and fetches anywhere.
+    assert is_contract_error(
+        client.put("/v1/indexes/srcacl/sources/other", json=body, headers=lawyer),
+        status=403,
+        code="forbidden",
+    )

@@ -23,7 +23,7 @@ from docingest.pipeline.errors import (
 )
 from docingest.pipeline.search import SearchRequest
 from docingest.pipeline.services import Services
-from docingest.pipeline.store import SearchFilter
+from docingest.pipeline.store import ADMIN, Reader, SearchFilter
 from tests.pipeline.store.test_store import ENGINES, records
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.jobs import job_spec
@@ -165,13 +165,14 @@ def test_a_search_during_a_patch_sees_old_or_new_metadata_never_a_mix(
     def search_once() -> None:
         for mode in ("keyword", "vector", "hybrid"):
             request = SearchRequest(query="harbour report", top_k=100, mode=mode)
-            results = services.search(INDEX, request).results
+            results = services.search(INDEX, request, reader=ADMIN).results
             teams = {result.metadata["team"] for result in results}
             assert results and {result.document_id for result in results} == {"report"}
             assert len(teams) == 1, f"a {mode} search saw a mix: {teams}"
             seen.append(teams.pop())
             filtered = SearchRequest(query="harbour", top_k=100, mode=mode, filter={"team": "old"})
-            assert {r.metadata["team"] for r in services.search(INDEX, filtered).results} <= {"old"}
+            found = services.search(INDEX, filtered, reader=ADMIN).results
+            assert {r.metadata["team"] for r in found} <= {"old"}
 
     for name in ("publish", "retire"):
         reached, go_on = events[name]
@@ -243,9 +244,9 @@ def test_delete_by_filter_deletes_each_match_as_a_single_delete(services: Servic
     deleted: list[str] = []
     original = services.delete_document
 
-    def counting(index: str, document_id: str) -> None:
+    def counting(index: str, document_id: str, *, reader: Reader = ADMIN) -> None:
         deleted.append(document_id)
-        original(index, document_id)
+        original(index, document_id, reader=reader)
 
     services.delete_document = counting  # type: ignore[method-assign]
     outcome = delete_matching(services, INDEX, SearchFilter.parse({"team": "a"}), limit=2)

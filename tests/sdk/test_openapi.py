@@ -12,10 +12,13 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from docingest import _admin_operations as admin_ops
 from docingest import _operations as ops
 from docingest._core import Call
 from docingest.models import (
+    ApiKey,
     ChunkPage,
+    CreatedKey,
     DeleteResult,
     Delivery,
     DeliveryList,
@@ -27,6 +30,8 @@ from docingest.models import (
     IndexSettings,
     Job,
     JobList,
+    KeyList,
+    KeyRequest,
     MetadataUpdate,
     RunCounts,
     SearchRequest,
@@ -46,7 +51,13 @@ from tests.support.api_app import API_DOC, documented_endpoints
 from tests.support.docingest_service import ServiceEnv
 
 Json = dict[str, Any]
-NAMES = {"IDX": "{index}", "DOC": "{document_id}", "JOB": "{job_id}", "HOOK": "{name}"}
+NAMES = {
+    "IDX": "{index}",
+    "DOC": "{document_id}",
+    "JOB": "{job_id}",
+    "HOOK": "{name}",
+    "KEY": "{id}",
+}
 
 OPERATIONS: list[tuple[Call[Any], type[BaseModel] | None, type[BaseModel] | None]] = [
     (ops.create_index("IDX"), IndexSettings, IndexInfo),
@@ -65,20 +76,28 @@ OPERATIONS: list[tuple[Call[Any], type[BaseModel] | None, type[BaseModel] | None
     (ops.delete_documents("IDX", {}), None, DeleteResult),
     (ops.list_chunks("IDX", "DOC"), None, ChunkPage),
     (ops.search("IDX", "q"), SearchRequest, SearchResponse),
-    (ops.put_webhook("IDX", "HOOK", "https://example.org/hook"), WebhookSubscription, Webhook),
-    (ops.list_webhooks("IDX"), None, WebhookList),
-    (ops.get_webhook("IDX", "HOOK"), None, Webhook),
-    (ops.delete_webhook("IDX", "HOOK"), None, None),
-    (ops.list_deliveries("IDX", "HOOK"), None, DeliveryList),
-    (ops.put_source("IDX", "HOOK", "folder", {"path": "/srv"}), SourceSettings, SourceInfo),
-    (ops.list_sources("IDX"), None, SourceList),
-    (ops.get_source("IDX", "HOOK"), None, SourceInfo),
-    (ops.delete_source("IDX", "HOOK"), None, None),
-    (ops.sync_source("IDX", "HOOK"), None, SourceRun),
-    (ops.list_source_runs("IDX", "HOOK"), None, SourceRunList),
+    (
+        admin_ops.put_webhook("IDX", "HOOK", "https://example.org/hook"),
+        WebhookSubscription,
+        Webhook,
+    ),
+    (admin_ops.list_webhooks("IDX"), None, WebhookList),
+    (admin_ops.get_webhook("IDX", "HOOK"), None, Webhook),
+    (admin_ops.delete_webhook("IDX", "HOOK"), None, None),
+    (admin_ops.list_deliveries("IDX", "HOOK"), None, DeliveryList),
+    (admin_ops.put_source("IDX", "HOOK", "folder", {"path": "/srv"}), SourceSettings, SourceInfo),
+    (admin_ops.list_sources("IDX"), None, SourceList),
+    (admin_ops.get_source("IDX", "HOOK"), None, SourceInfo),
+    (admin_ops.delete_source("IDX", "HOOK"), None, None),
+    (admin_ops.sync_source("IDX", "HOOK"), None, SourceRun),
+    (admin_ops.list_source_runs("IDX", "HOOK"), None, SourceRunList),
     (ops.health(), None, None),
     (ops.ready(), None, None),
     (ops.metrics(), None, None),
+    (ops.update_access("IDX", "DOC", ["group:a"]), MetadataUpdate, Document),
+    (admin_ops.create_key("k", role="user"), KeyRequest, CreatedKey),
+    (admin_ops.list_keys(), None, KeyList),
+    (admin_ops.revoke_key("KEY"), None, None),
 ]
 """Each SDK operation (built with placeholder names) with its request body and answer model."""
 NESTED: dict[str, type[BaseModel]] = {
@@ -88,6 +107,7 @@ NESTED: dict[str, type[BaseModel]] = {
     "Source": SourceInfo,
     "Run": SourceRun,
     "RunCounts": RunCounts,
+    "ApiKeyInfo": ApiKey,
 }
 """Components the server names differently, checked against the SDK model as well."""
 

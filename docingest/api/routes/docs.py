@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from docingest.api.deps import PrincipalDep
+from docingest.api.deps import CallerDep
 
 OPENAPI_URL = "/openapi.json"
 
@@ -21,15 +21,15 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get(OPENAPI_URL)
-def openapi(request: Request, _caller: PrincipalDep) -> JSONResponse:
+def openapi(request: Request, _caller: CallerDep) -> JSONResponse:
     return JSONResponse(request.app.openapi())
 
 
 @router.get("/docs")
-def swagger_ui(request: Request, _caller: PrincipalDep) -> HTMLResponse:
+def swagger_ui(request: Request, _caller: CallerDep) -> HTMLResponse:
     return get_swagger_ui_html(openapi_url=OPENAPI_URL, title=f"{request.app.title} - Swagger UI")
 
 
 @router.get("/redoc")
-def redoc(request: Request, _caller: PrincipalDep) -> HTMLResponse:
+def redoc(request: Request, _caller: CallerDep) -> HTMLResponse:
     return get_redoc_html(openapi_url=OPENAPI_URL, title=f"{request.app.title} - ReDoc")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import unicodedata
 import uuid
 from typing import Annotated, Any
@@ -10,7 +11,14 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from docingest.api.deps import AuthorizedIndex, ServicesDep, StateDep, StoreDep
+from docingest.api.deps import (
+    AuthorizedIndex,
+    CallerDep,
+    ReaderDep,
+    ServicesDep,
+    StateDep,
+    StoreDep,
+)
 from docingest.api.enqueue import enqueue
 from docingest.api.query_filter import FILTER_HELP, filter_param
 from docingest.api.upload import receive_upload
@@ -19,15 +27,25 @@ from docingest.pipeline.documents import (
     MAX_DELETE,
     delete_matching,
     list_documents_page,
-    patch_metadata,
+    patch_document,
 )
-from docingest.pipeline.errors import EmptyDocument, InvalidFilter, InvalidUpload, InvalidWebhook
+from docingest.pipeline.errors import (
+    DocumentNotFound,
+    EmptyDocument,
+    Forbidden,
+    InvalidAccess,
+    InvalidFilter,
+    InvalidUpload,
+    InvalidWebhook,
+)
 from docingest.pipeline.ingest.staging import check_room
 from docingest.pipeline.jobs.job import JobSpec
 from docingest.pipeline.keys import JobStatus
 from docingest.pipeline.metadata import parse_user_metadata
+from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings
-from docingest.pipeline.store import SearchFilter, StoredDocument, VectorStore, chunk_pages
+from docingest.pipeline.store import Reader, SearchFilter, StoredDocument, VectorStore, chunk_pages
+from docingest.pipeline.store.access import validate_access
 from docingest.pipeline.store.chunk_pages import ChunkPage, document_chunks
 from docingest.pipeline.store.documents import MAX_PAGE
 from docingest.pipeline.store.schema import validate_metadata
@@ -55,6 +73,12 @@ _UPLOAD_BODY: dict[str, Any] = {
                             "description": "A JSON object of user metadata.",
                         },
                         "force": {"type": "boolean", "default": False},
+                        "access": {
+                            "type": "string",
+                            "description": "A JSON list of principals that may see the "
+                            'document ("user:<id>", "group:<id>", "public"); left out, a '
+                            "stored version's list is kept.",
+                        },
                         "callback_url": {
                             "type": "string",
                             "description": "An http(s) URL that receives this job's "
@@ -87,8 +111,16 @@ class DocumentList(BaseModel):
     """Pass as `cursor` for the next page; null on the last page (and for a v1 request)."""
 
 
-class MetadataPatch(BaseModel):
-    metadata: Any = Field(description="The new user metadata, a JSON object; {} removes it.")
+class DocumentPatch(BaseModel):
+    """What a PATCH replaces: the metadata, the access list, or both."""
+
+    metadata: Any = Field(
+        default=None, description="The new user metadata, a JSON object; {} removes it."
+    )
+    access: list[Any] | None = Field(
+        default=None,
+        description='The new access list, principals such as "group:legal"; null removes it.',
+    )
 
 
 class DeletedDocuments(BaseModel):
@@ -113,6 +145,31 @@ def _flag(raw: str | None) -> bool:
     if value not in {"true", "false", "1", "0", "yes", "no", "on", "off", ""}:
         raise InvalidUpload(f"force must be true or false, not {raw!r}.")
     return value in {"true", "1", "yes", "on"}
+
+
+def _access(raw: str | None) -> list[str] | None:
+    """The upload's `access` field: a JSON list of principals; left out (or null): None."""
+    if raw is None or not raw.strip() or raw.strip() == "null":
+        return None
+    try:
+        parsed = json.loads(raw)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidAccess(
+            'access must be a JSON list of principals, such as ["group:legal", "user:ana"].'
+        ) from exc
+    return validate_access(parsed)
+
+
+def _may_replace(services: Services, index: str, document_id: str, reader: Reader) -> None:
+    """Refuse an upload over a stored document the caller may not change, alike whether it
+    may see it or not (403 both, so an upload tells no more than that)."""
+    try:
+        services.check_writable(index, document_id, reader)
+    except (DocumentNotFound, Forbidden) as exc:
+        raise Forbidden(
+            "This API key may not replace that document: that takes a principal on its "
+            "access list other than 'public', or an admin key."
+        ) from exc
 
 
 async def _callback(fields: dict[str, str], settings: Settings) -> tuple[str | None, str | None]:
@@ -143,7 +200,7 @@ async def _callback(fields: dict[str, str], settings: Settings) -> tuple[str | N
     },
 )
 async def upload_document(
-    index: AuthorizedIndex, request: Request, state: StateDep
+    index: AuthorizedIndex, request: Request, state: StateDep, caller: CallerDep, reader: ReaderDep
 ) -> UploadAccepted:
     """Stage the upload, record a queued job and return at once; a worker does the rest."""
     services = state.services
@@ -163,10 +220,14 @@ async def upload_document(
             received.fields.get("metadata"), max_bytes=settings.max_metadata_bytes
         )
         callback_url, callback_secret = await _callback(received.fields, settings)
+        access = _access(received.fields.get("access"))
+        document_id = _document_id(received.fields.get("document_id"), received.filename)
+        # the key may have been revoked while the body streamed in
+        await run_in_threadpool(state.keyring.check_still_valid, caller)
         spec = JobSpec(
             job_id=job_id,
             index=index,
-            document_id=_document_id(received.fields.get("document_id"), received.filename),
+            document_id=document_id,
             filename=received.filename,
             staged_name=job_id,
             size_bytes=received.size,
@@ -176,11 +237,13 @@ async def upload_document(
             force=_flag(received.fields.get("force")),
             callback_url=callback_url,
             callback_secret=callback_secret,
+            access=access,
         )
         if services.owns_store:  # so the index is listed at once; else the worker creates it
             config = await run_in_threadpool(services.ensure_index, index)
             # Refused before a job exists; without the store here the worker checks instead.
             validate_metadata(metadata, config.metadata_schema)
+            await run_in_threadpool(_may_replace, services, index, document_id, reader)
         job = await run_in_threadpool(services.jobs.create, spec)
     except BaseException:
         destination.unlink(missing_ok=True)
@@ -201,6 +264,7 @@ async def upload_document(
 def list_documents(
     index: AuthorizedIndex,
     store: StoreDep,
+    reader: ReaderDep,
     filter: Annotated[str | None, Query(description=FILTER_HELP)] = None,
     limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
     cursor: Annotated[str | None, Query(max_length=4096)] = None,
@@ -212,9 +276,16 @@ def list_documents(
     """
     search_filter = _parse_filter(filter, store, index)
     if filter is None and limit is None and cursor is None:
-        return DocumentList(documents=store.list_documents(index))
+        return DocumentList(
+            documents=store.list_documents(index, filter=store.readable(index, reader))
+        )
     documents, following = list_documents_page(
-        store, index, limit=limit or DEFAULT_PAGE, filter=search_filter, cursor=cursor
+        store,
+        index,
+        limit=limit or DEFAULT_PAGE,
+        filter=search_filter,
+        cursor=cursor,
+        reader=reader,
     )
     return DocumentList(documents=documents, next_cursor=following)
 
@@ -233,6 +304,7 @@ def list_documents(
 def delete_documents(
     index: AuthorizedIndex,
     services: ServicesDep,
+    reader: ReaderDep,
     filter: Annotated[str | None, Query(description=FILTER_HELP)] = None,
     all: Annotated[bool, Query(description="Delete every document (with no filter).")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_DELETE)] = MAX_DELETE,
@@ -248,7 +320,7 @@ def delete_documents(
             "Deleting by filter needs a filter that names at least one field; to delete every "
             "document of the index, send all=true (or DELETE the index itself)."
         )
-    outcome = delete_matching(services, index, search_filter, limit=limit)
+    outcome = delete_matching(services, index, search_filter, limit=limit, reader=reader)
     return DeletedDocuments(deleted=outcome.deleted, more=outcome.more)
 
 
@@ -257,26 +329,42 @@ def list_chunks(
     index: AuthorizedIndex,
     document_id: str,
     store: StoreDep,
+    reader: ReaderDep,
     limit: int = Query(default=chunk_pages.DEFAULT_PAGE, ge=1, le=chunk_pages.MAX_PAGE),
     cursor: str | None = Query(default=None, max_length=200),
 ) -> ChunkPage:
     """The live version's chunks in order, a page at a time (declared before the document's
     own route, whose path would take `.../chunks` as part of the id)."""
-    return document_chunks(store, index, document_id, limit=limit, cursor=cursor)
+    return document_chunks(store, index, document_id, limit=limit, cursor=cursor, reader=reader)
 
 
 @router.get("/{document_id:path}", response_model=StoredDocument)
-def get_document(index: AuthorizedIndex, document_id: str, store: StoreDep) -> StoredDocument:
-    return store.get_document(index, document_id)
+def get_document(
+    index: AuthorizedIndex, document_id: str, store: StoreDep, reader: ReaderDep
+) -> StoredDocument:
+    """The document, or 404 `document_not_found` if it is missing or hidden from the caller."""
+    return store.get_document(index, document_id, within=store.readable(index, reader))
 
 
 @router.patch("/{document_id:path}", response_model=StoredDocument)
-def patch_document(
-    index: AuthorizedIndex, document_id: str, body: MetadataPatch, services: ServicesDep
+def patch_document_route(
+    index: AuthorizedIndex,
+    document_id: str,
+    body: DocumentPatch,
+    services: ServicesDep,
+    reader: ReaderDep,
 ) -> StoredDocument:
-    """Replace the document's user metadata on every chunk of its live version at once,
-    without parsing or embedding it again (`docingest.pipeline.documents.patch_metadata`)."""
-    return patch_metadata(services, index, document_id, body.metadata)
+    """Replace the document's user metadata, access list or both on every chunk of its live
+    version at once, without parsing or embedding it again
+    (`docingest.pipeline.documents.patch_document`)."""
+    given = body.model_fields_set
+    return patch_document(
+        services,
+        index,
+        document_id,
+        reader=reader,
+        **{field: getattr(body, field) for field in ("metadata", "access") if field in given},
+    )
 
 
 def _parse_filter(raw: str | None, store: VectorStore, index: str) -> SearchFilter | None:
@@ -291,8 +379,10 @@ def _parse_filter(raw: str | None, store: VectorStore, index: str) -> SearchFilt
 
 
 @router.delete("/{document_id:path}", status_code=204)
-def delete_document(index: AuthorizedIndex, document_id: str, services: ServicesDep) -> Response:
+def delete_document(
+    index: AuthorizedIndex, document_id: str, services: ServicesDep, reader: ReaderDep
+) -> Response:
     """Remove the document's chunks (every version); a job still storing an older upload of
     it is superseded first (`Services.delete_document`)."""
-    services.delete_document(index, document_id)
+    services.delete_document(index, document_id, reader=reader)
     return Response(status_code=204)

@@ -7,14 +7,15 @@ from typing import Any
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from docingest.api.deps import AuthorizedIndex, PrincipalDep, ServicesDep
+from docingest.api.deps import AuthorizedIndex, CallerDep, ReaderDep, ServicesDep
 from docingest.pipeline.chunking import ChunkingSpec
 from docingest.pipeline.embedders.base import EmbeddingConfig
 from docingest.pipeline.errors import IndexNotFound
 from docingest.pipeline.jobs.usage import IndexUsage
 from docingest.pipeline.rerank import RerankConfig, reranker_factory
 from docingest.pipeline.services import Services
-from docingest.pipeline.store import IndexConfig, IndexInfo
+from docingest.pipeline.store import IndexConfig, IndexInfo, Reader
+from docingest.pipeline.store.access import AccessMode
 from docingest.pipeline.store.schema import MetadataSchema, check_schema
 
 router = APIRouter(prefix="/v1/indexes", tags=["indexes"])
@@ -45,6 +46,10 @@ class IndexCreate(BaseModel):
     rerank: RerankConfig | None = None
     """The index's default second stage; may change with another PUT (left out: kept)."""
 
+    access: AccessMode | None = None
+    """Who sees a document without an access list: every caller ("open", the default) or
+    admins only ("restricted"); may change with another PUT (left out: kept)."""
+
 
 class IndexDetail(IndexInfo):
     """An index with its cumulative usage (docs/guides/usage-and-fallback.md)."""
@@ -56,6 +61,13 @@ class IndexList(BaseModel):
     indexes: list[IndexDetail]
 
 
+def _visible_info(services: Services, name: str, reader: Reader) -> IndexInfo | None:
+    try:
+        return services.store.get_index(name, reader=reader)
+    except IndexNotFound:  # deleted meanwhile
+        return None
+
+
 def _detail(services: Services, info: IndexInfo, usage: IndexUsage) -> IndexDetail:
     price = services.settings.price_per_million_tokens(info.embedding.model)
     return IndexDetail(**info.model_dump(), usage=usage.priced(price))
@@ -65,6 +77,7 @@ def _detail(services: Services, info: IndexInfo, usage: IndexUsage) -> IndexDeta
 def create_index(
     index: AuthorizedIndex,
     services: ServicesDep,
+    caller: CallerDep,
     response: Response,
     body: IndexCreate | None = None,
 ) -> IndexInfo:
@@ -78,15 +91,21 @@ def create_index(
         reranker_factory(body.rerank.provider)  # InvalidRerank (422) for an unknown name
     defaults = services.default_index_config()
     embedding = services.resolve_embedding(body.embedding) if body.embedding else None
-    rerank = body.rerank
-    if "rerank" not in body.model_fields_set and (existing := services.store.index_config(index)):
+    rerank, access = body.rerank, body.access
+    existing = services.store.index_config(index)
+    if "rerank" not in body.model_fields_set and existing is not None:
         rerank = existing.rerank
+    if access is None:
+        access = existing.access if existing is not None else "open"
+    if existing is not None and (rerank, access) != (existing.rerank, existing.access):
+        caller.check_admin("Changing an index's rerank or access")
     config = IndexConfig(
         embedding=embedding or defaults.embedding,
         chunking=body.chunking or defaults.chunking,
         description=body.description,
         metadata_schema=body.metadata_schema or None,
         rerank=rerank,
+        access=access,
         contextual_headers=(
             defaults.contextual_headers
             if body.contextual_headers is None
@@ -99,24 +118,31 @@ def create_index(
 
 
 @router.get("", response_model=IndexList)
-def list_indexes(services: ServicesDep, principal: PrincipalDep) -> IndexList:
-    """Every index this caller may use, with its usage."""
-    infos = [i for i in services.store.list_indexes() if principal.may_use(i.name)]
+def list_indexes(services: ServicesDep, caller: CallerDep, reader: ReaderDep) -> IndexList:
+    """Every index this caller may use, with its usage (counts of what it may see)."""
+    store = services.store
+    infos = [
+        info
+        for name in store.engine.list_indexes()
+        if caller.may_use(name) and (info := _visible_info(services, name, reader)) is not None
+    ]
     usage = services.usage.of_many(info.name for info in infos)
     return IndexList(indexes=[_detail(services, info, usage[info.name]) for info in infos])
 
 
 @router.get("/{index}", response_model=IndexDetail)
-def get_index(index: AuthorizedIndex, services: ServicesDep) -> IndexDetail:
-    info = services.store.get_index(index)
+def get_index(index: AuthorizedIndex, services: ServicesDep, reader: ReaderDep) -> IndexDetail:
+    info = services.store.get_index(index, reader=reader)
     if info is None:
         raise IndexNotFound(f"Index '{index}' does not exist.")
     return _detail(services, info, services.usage.of(index))
 
 
 @router.delete("/{index}", status_code=204)
-def delete_index(index: AuthorizedIndex, services: ServicesDep) -> Response:
-    """Remove the index, all its vectors and its usage."""
+def delete_index(index: AuthorizedIndex, services: ServicesDep, caller: CallerDep) -> Response:
+    """Remove the index, all its vectors and its usage (an admin's: it removes documents
+    other callers may not see)."""
+    caller.check_admin("Deleting an index")
     if not services.delete_index(index):
         raise IndexNotFound(f"Index '{index}' does not exist.")
     return Response(status_code=204)

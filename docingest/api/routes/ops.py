@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from docingest.api.deps import PrincipalDep, StateDep
+from docingest.api.deps import CallerDep, StateDep
 from docingest.api.metrics import render
 from docingest.pipeline.embedders.base import EmbeddingConfig
 from docingest.pipeline.errors import IngestError
@@ -60,7 +60,7 @@ def _readiness(services: Services, request: Request) -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request, state: StateDep, principal: PrincipalDep) -> JSONResponse:
+async def readyz(request: Request, state: StateDep, caller: CallerDep) -> JSONResponse:
     """200 when Redis, Qdrant and the embedding provider answer, else 503 naming which not."""
     checks = await run_in_threadpool(_readiness, state.services, request)
     ready = all(value.startswith("ok") for value in checks.values())
@@ -69,13 +69,13 @@ async def readyz(request: Request, state: StateDep, principal: PrincipalDep) -> 
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(request: Request, principal: PrincipalDep) -> Response:
+async def metrics(request: Request, caller: CallerDep) -> Response:
     """Prometheus text format; with API keys, for a key not limited to some indexes.
 
     Not a filtered view for limited keys: beside the per-index usage, the jobs by status,
     queue depth, staging, embedding and webhook series count every index's work together,
     so even without names they would show a tenant the others' activity. Scraping is the
     operator's; a limited key reads its indexes' usage from `GET /v1/indexes/{index}`."""
-    principal.check_every_index("/metrics")
+    caller.check_every_index("/metrics")
     payload = await run_in_threadpool(render, request.app.state.metrics_registry)
     return Response(payload, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from docingest.api.deps import AuthorizedIndex, ServicesDep
+from docingest.api.deps import AuthorizedIndex, ReaderDep, ServicesDep
 from docingest.api.query_filter import FILTER_HELP, filter_param
 from docingest.pipeline.search import SearchMode, SearchRequest, SearchResponse
 
@@ -15,16 +15,17 @@ router = APIRouter(prefix="/v1/indexes/{index}/search", tags=["search"])
 
 @router.post("", response_model=SearchResponse)
 def search_post(
-    index: AuthorizedIndex, body: SearchRequest, services: ServicesDep
+    index: AuthorizedIndex, body: SearchRequest, services: ServicesDep, reader: ReaderDep
 ) -> SearchResponse:
     """Rank the index's chunks for `query`; scores are similarities, higher is better."""
-    return services.search(index, body)
+    return services.search(index, body, reader=reader)
 
 
 @router.get("", response_model=SearchResponse)
 def search_get(
     index: AuthorizedIndex,
     services: ServicesDep,
+    reader: ReaderDep,
     q: str = Query(min_length=1, max_length=10_000),
     top_k: int = Query(default=5, ge=1, le=100),
     mode: SearchMode = "hybrid",
@@ -44,4 +45,4 @@ def search_get(
         rerank=rerank,
         explain=explain,
     )
-    return services.search(index, request)
+    return services.search(index, request, reader=reader)

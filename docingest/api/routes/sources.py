@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from docingest.api.deps import AuthorizedIndex, ServicesDep
+from docingest.api.deps import AuthorizedIndex, ServicesDep, require_admin
 from docingest.api.errors import error_body
 from docingest.pipeline.errors import DocumentNotFound, InvalidSource, SourceNotFound
 from docingest.pipeline.metadata import validate_user_metadata
@@ -32,11 +32,16 @@ from docingest.pipeline.sources import (
     source_type,
 )
 from docingest.pipeline.sources.spec import SECRET_MASK
+from docingest.pipeline.store.access import validate_access
 
-router = APIRouter(prefix="/v1/indexes/{index}/sources", tags=["sources"])
+router = APIRouter(
+    prefix="/v1/indexes/{index}/sources",
+    tags=["sources"],
+    # A source fetches from where its config points and stamps its documents' access lists.
+    dependencies=[Depends(require_admin)],
+)
 
 MAX_SOURCES_PER_INDEX = 64
-MAX_ACCESS_PRINCIPALS = 256
 SourceName = Annotated[str, Path(description="1-64 letters, digits, `_`, `.` or `-`.")]
 
 
@@ -48,8 +53,9 @@ class SourceBody(BaseModel):
     schedule: Schedule | None = None
     prune: bool = True
     metadata: dict[str, Any] = Field(default_factory=dict)
-    access: list[str] | None = Field(default=None, max_length=MAX_ACCESS_PRINCIPALS)
-    """Stored and shown; stamped on documents once access control is served."""
+    access: list[str] | None = None
+    """The access list stamped on every document the source brings (None: none, and each
+    document keeps the list it has)."""
 
 
 class Source(BaseModel):
@@ -157,7 +163,7 @@ async def put_source(
         schedule=body.schedule,
         prune=body.prune,
         metadata=metadata,
-        access=body.access,
+        access=validate_access(body.access),
         created_at=now,
         updated_at=now,
     )

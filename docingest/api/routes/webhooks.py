@@ -12,11 +12,11 @@ import secrets
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from docingest.api.deps import AuthorizedIndex, ServicesDep
+from docingest.api.deps import AuthorizedIndex, ServicesDep, require_admin
 from docingest.pipeline.errors import InvalidWebhook, WebhookNotFound
 from docingest.pipeline.outbox import EVENTS, Subscription
 from docingest.pipeline.outbox.store import delivery_summary, rfc3339
@@ -27,7 +27,11 @@ from docingest.pipeline.webhooks.urls import (
     check_url,
 )
 
-router = APIRouter(prefix="/v1/indexes/{index}/webhooks", tags=["webhooks"])
+router = APIRouter(
+    prefix="/v1/indexes/{index}/webhooks",
+    tags=["webhooks"],
+    dependencies=[Depends(require_admin)],  # deliveries tell of every document of the index
+)
 
 MAX_WEBHOOKS_PER_INDEX = 32
 """Subscriptions one index may have: each event is written once per subscriber inside the

@@ -33,6 +33,9 @@ class IndexRequest:
     force: bool = False
     """Re-embed every chunk and rewrite unchanged content (e.g. the model changed under the
     same name)."""
+    access: list[str] | None = None
+    """The document's access list (`docingest.pipeline.store.access`); None keeps the live
+    version's, so a re-upload that does not name one never widens who sees the document."""
 
 
 def _ignore(name: str) -> None:

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import time
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import numpy as np
@@ -125,6 +125,8 @@ def index_document(
 
     hooks.on_step("check")
     config, live = run.check(embedder)
+    if request.access is None and live is not None and live.access is not None:
+        run = replace(run, request=replace(request, access=live.access))
     if live is not None and (early := run.finish_early(live)) is not None:
         return early
 
@@ -369,6 +371,7 @@ def _same_document(live: StoredDocument, request: IndexRequest, meta: dict[str, 
         live.content_sha256 == meta.get("sha256")
         and live.metadata == dict(request.user_metadata)
         and live.filename == meta.get("filename")
+        and live.access == request.access
     )
 
 
@@ -388,6 +391,7 @@ def _document_fields(request: IndexRequest, document: PreparedStream) -> Documen
         ingested_at=meta.get("ingested_at"),
         metadata=dict(request.user_metadata),
         ocr=ocr_summary(meta.get("ocr")),
+        access=request.access,
     )
 
 

@@ -43,6 +43,8 @@ class IngestRequest:
     user_metadata: Mapping[str, Any] = field(default_factory=dict)
     force: bool = False
     """Re-embed every chunk and rewrite unchanged content."""
+    access: list[str] | None = None
+    """The document's access list; None keeps the stored version's (if any)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ def ingest_file(
             version=version(),
             user_metadata=dict(request.user_metadata),
             force=request.force,
+            access=request.access,
         )
         # the fence's Redis calls, which the store phase makes; the usage of this file alone
         with map_redis_errors(), metering() as meter:

@@ -234,6 +234,7 @@ def _process(services: Services, work: JobWork, attempt: int, beat: Heartbeat) -
         content_type=work.content_type,
         user_metadata=job.metadata,
         force=job.force,
+        access=job.access,
     )
     hooks = IngestHooks(
         on_stage=progress.stage,

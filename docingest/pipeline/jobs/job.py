@@ -49,6 +49,9 @@ class Job(BaseModel):
     force: bool
     callback_url: str | None = None
     """The upload's `callback_url`, which receives this job's events (docs/guides/webhooks.md)."""
+    access: list[str] | None = None
+    """The access list the upload gave the document; None: none given (the stored
+    version's is kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,7 @@ class JobSpec:
     callback_url: str | None = None
     callback_secret: str | None = None
     """Signs the callback's deliveries; kept in the job hash, never shown."""
+    access: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,7 @@ def job_from_hash(raw: Mapping[str, str]) -> Job:
         metadata=_json(raw.get("metadata")) or {},
         force=raw.get("force") == "1",
         callback_url=raw.get("callback_url") or None,
+        access=_json(raw.get("access")),
     )
 
 

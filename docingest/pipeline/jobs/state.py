@@ -163,6 +163,7 @@ class JobStore:
                 "force": "1" if spec.force else "0",
                 "callback_url": spec.callback_url or "",
                 "callback_secret": spec.callback_secret or "",
+                "access": "" if spec.access is None else json.dumps(list(spec.access)),
                 "status": JobStatus.QUEUED.value,
                 "progress": "0",
                 "attempts": "0",

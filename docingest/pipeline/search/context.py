@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from docingest.pipeline.search.request import Context, Expand
-from docingest.pipeline.store import ScoredChunk, VectorStore
+from docingest.pipeline.store import ScoredChunk, SearchFilter, VectorStore
 from docingest.pipeline.store.chunk_reads import ChunkRange, read_ranges
 from docingest.pipeline.store.models import StoredChunk
 
@@ -40,9 +40,12 @@ def contexts(
     expand: Expand,
     *,
     focus: Sequence[int] | None = None,
+    within: SearchFilter | None = None,
 ) -> list[Context | None]:
     """Return the context of each hit (None for a hit without stored offsets); `focus` is
-    where in each hit's text its context centres when the chunk alone is over the bound."""
+    where in each hit's text its context centres when the chunk alone is over the bound.
+    `within` is the caller's visibility: a neighbour is of the hit's own version, so the
+    hit's access holds for it, and the read keeps to it all the same."""
     radius = expand.radius
     ranges = [
         ChunkRange(hit.document_id, hit.version, max(hit.chunk_index - radius, 0),
@@ -51,7 +54,7 @@ def contexts(
         if hit.start is not None
     ]  # fmt: skip
     by_version: dict[Key, dict[int, StoredChunk]] = {}
-    for chunk in read_ranges(store, index, _merged(ranges)):
+    for chunk in read_ranges(store, index, _merged(ranges), within=within):
         by_version.setdefault((chunk.document_id, chunk.version), {})[chunk.chunk_index] = chunk
     return [
         expand_hit(

@@ -38,7 +38,8 @@ from docingest.pipeline.search.reranking import (
 )
 from docingest.pipeline.search.target import SearchTarget
 from docingest.pipeline.sparse import analyze, encode_query
-from docingest.pipeline.store import SearchFilter, VectorStore
+from docingest.pipeline.store import ADMIN, Reader, SearchFilter, VectorStore
+from docingest.pipeline.store.access import restrict
 
 
 def search(
@@ -49,12 +50,20 @@ def search(
     query_cache: QueryCache | None = None,
     reranking: Reranking | None = None,
     fusion: Fusion = DEFAULT_FUSION,
+    reader: Reader = ADMIN,
 ) -> SearchResponse:
     """Run `request` against `target` (see `resolve_target`), embedding the query with the
     target's embedder (through `query_cache` when given); `reranking` enables the rerank
-    stage (without it, a request's `rerank` is ignored); `fusion` is hybrid's."""
+    stage (without it, a request's `rerank` is ignored); `fusion` is hybrid's; `reader`
+    whose access the store query keeps to."""
     return search_outcome(
-        store, target, request, query_cache=query_cache, reranking=reranking, fusion=fusion
+        store,
+        target,
+        request,
+        query_cache=query_cache,
+        reranking=reranking,
+        fusion=fusion,
+        reader=reader,
     )[0]
 
 
@@ -66,11 +75,19 @@ def search_outcome(
     query_cache: QueryCache | None = None,
     reranking: Reranking | None = None,
     fusion: Fusion = DEFAULT_FUSION,
+    reader: Reader = ADMIN,
 ) -> tuple[SearchResponse, RerankOutcome]:
-    """`search`, and what its rerank stage did (for the index's usage)."""
+    """`search`, and what its rerank stage did (for the index's usage).
+
+    What `reader` may not see is left out by the store query itself, in every mode, so the
+    candidates (and thus the re-ranker's input, `top_k` and the contexts) hold visible
+    chunks only (`docingest.pipeline.store.access`)."""
     started = time.perf_counter()
     index, embedder = target.index, target.embedder
-    search_filter = SearchFilter.parse(request.filter, schema=target.metadata_schema)
+    visible = reader.visibility(target.access)
+    search_filter = restrict(
+        SearchFilter.parse(request.filter, schema=target.metadata_schema), visible
+    )
     limit = candidate_limit(request.top_k)
     plan = plan_rerank(request, target.rerank, reranking)
     if isinstance(plan, RerankSpec):
@@ -111,7 +128,9 @@ def search_outcome(
     if request.expand is not None and chosen:
         hits = [candidate.chunk for candidate in chosen]
         focus = [(r.excerpt.start + r.excerpt.end) // 2 if r.excerpt else 0 for r in results]
-        found = contexts(store, index, hits, request.expand, focus=focus)
+        found = contexts(
+            store, index, hits, request.expand, focus=focus, within=restrict(None, visible)
+        )
         for result, context in zip(results, found, strict=True):
             result.context = context
     took_ms = (time.perf_counter() - started) * 1000

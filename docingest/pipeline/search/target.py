@@ -15,6 +15,7 @@ from docingest.pipeline.embedders.base import Embedder, EmbeddingConfig, check_e
 from docingest.pipeline.errors import IndexNotFound
 from docingest.pipeline.rerank import RerankConfig
 from docingest.pipeline.store import VectorStore
+from docingest.pipeline.store.access import AccessMode
 from docingest.pipeline.store.schema import FieldType
 
 EmbedderFor = Callable[[EmbeddingConfig], Embedder]
@@ -31,6 +32,8 @@ class SearchTarget:
     """The index's declared metadata fields, which filters are checked against."""
     rerank: RerankConfig | None = None
     """The index's default second stage, as its config held when the search began."""
+    access: AccessMode = "open"
+    """The index's rule for documents without an access list, as its config held."""
 
 
 def resolve_target(store: VectorStore, index: str, *, embedder_for: EmbedderFor) -> SearchTarget:
@@ -46,4 +49,5 @@ def resolve_target(store: VectorStore, index: str, *, embedder_for: EmbedderFor)
         embedder=embedder,
         metadata_schema=config.metadata_schema,
         rerank=config.rerank,
+        access=config.access,
     )

@@ -41,6 +41,9 @@ class ApiKey(BaseModel):
     """Indexes the key may use; None allows all."""
     name: str | None = None
     """A label for logs (never the key itself)."""
+    role: Literal["admin", "service", "user"] = "admin"
+    """What it may do (docs/guides/access-control.md); a `user` key holds `principals`."""
+    principals: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one_form(self) -> ApiKey:

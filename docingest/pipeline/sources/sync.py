@@ -194,6 +194,7 @@ def _submit(context: RunContext, source: StoredSource, found: Found, reader: Any
                 content_sha256=fetched.sha256,
                 content_type=fetched.content_type,
                 metadata={**source.metadata, "source": provenance},
+                access=source.access,
                 force=False,
             )
         )

@@ -1,6 +1,7 @@
 """The vector store: one Qdrant collection per index, staged → live → retired versions, on
 two engines (Qdrant Edge, qdrant-client), with its filters, fencing and transfers."""
 
+from docingest.pipeline.store.access import ADMIN, Reader
 from docingest.pipeline.store.filters import SearchFilter
 from docingest.pipeline.store.models import (
     ChunkRecord,
@@ -15,10 +16,12 @@ from docingest.pipeline.store.models import (
 from docingest.pipeline.store.vector_store import VectorStore
 
 __all__ = [
+    "ADMIN",
     "ChunkRecord",
     "DocumentFields",
     "IndexConfig",
     "IndexInfo",
+    "Reader",
     "ScoredChunk",
     "SearchFilter",
     "StoredDocument",

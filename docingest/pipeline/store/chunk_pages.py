@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from docingest.pipeline import cursors
 from docingest.pipeline.errors import CursorExpired, InvalidCursor
+from docingest.pipeline.store.access import ADMIN, Reader
 from docingest.pipeline.store.chunk_reads import read_document_chunks
 from docingest.pipeline.store.vector_store import VectorStore
 
@@ -71,11 +72,14 @@ def document_chunks(
     *,
     limit: int = DEFAULT_PAGE,
     cursor: str | None = None,
+    reader: Reader = ADMIN,
 ) -> ChunkPage:
-    """Return a page of the live version's chunks; `DocumentNotFound` for no such document."""
+    """Return a page of the live version's chunks; `DocumentNotFound` for no such document,
+    or one `reader` may not see."""
     if not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"limit must be 1-{MAX_PAGE}")
-    document = store.get_document(index, document_id)
+    visible = store.readable(index, reader)
+    document = store.get_document(index, document_id, within=visible)
     first = 0
     if cursor is not None:
         version, first = decode_cursor(index, document_id, cursor)
@@ -85,7 +89,7 @@ def document_chunks(
                 f"{document.version}) since this cursor was made; page again from the start."
             )
     chunks = read_document_chunks(
-        store, index, document_id, document.version, first=first, limit=limit
+        store, index, document_id, document.version, first=first, limit=limit, within=visible
     )
     last = first + limit
     following = None

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from qdrant_client import models
 
+from docingest.pipeline.store.filters import SearchFilter
 from docingest.pipeline.store.models import CHUNK_PAYLOAD_KEYS, StoredChunk, validate_index_name
-from docingest.pipeline.store.requests import LIVE, equals
+from docingest.pipeline.store.requests import LIVE, equals, to_qdrant
 from docingest.pipeline.store.vector_store import VectorStore
 
 
@@ -24,8 +25,15 @@ class ChunkRange:
     last: int
 
 
-def read_ranges(store: VectorStore, index: str, ranges: Sequence[ChunkRange]) -> list[StoredChunk]:
-    """Return the live chunks in `ranges`, ordered by document, version and chunk index."""
+def read_ranges(
+    store: VectorStore,
+    index: str,
+    ranges: Sequence[ChunkRange],
+    *,
+    within: SearchFilter | None = None,
+) -> list[StoredChunk]:
+    """Return the live chunks in `ranges` (that match `within`), ordered by document,
+    version and chunk index."""
     if not ranges:
         return []
     wanted = [
@@ -41,6 +49,8 @@ def read_ranges(store: VectorStore, index: str, ranges: Sequence[ChunkRange]) ->
         for part in ranges
     ]
     selector = models.Filter(must=[LIVE], should=list(wanted))
+    if within is not None:
+        selector = to_qdrant(within, must=[selector])
     # One page holds them all (ranges of one search may overlap: at most their sum).
     limit = sum(part.last - part.first + 1 for part in ranges)
     chunks = _scroll_all(store, index, selector, limit=limit)
@@ -48,11 +58,18 @@ def read_ranges(store: VectorStore, index: str, ranges: Sequence[ChunkRange]) ->
 
 
 def read_document_chunks(
-    store: VectorStore, index: str, document_id: str, version: int, *, first: int, limit: int
+    store: VectorStore,
+    index: str,
+    document_id: str,
+    version: int,
+    *,
+    first: int,
+    limit: int,
+    within: SearchFilter | None = None,
 ) -> list[StoredChunk]:
     """Return up to `limit` live chunks of that version from chunk index `first`, in order."""
     part = ChunkRange(document_id, version, first, first + limit - 1)
-    return read_ranges(store, index, [part])
+    return read_ranges(store, index, [part], within=within)
 
 
 def _scroll_all(

@@ -197,19 +197,24 @@ class DocumentRecords:
             documents.append(document)
         return DocumentPage(documents, None)
 
-    def count(self, index: str) -> tuple[int, int]:
-        """(documents, chunks) live, from two engine counts, without reading a record.
+    def count(self, index: str, *, search_filter: SearchFilter | None = None) -> tuple[int, int]:
+        """(documents, chunks) live (and matching `search_filter`: what a caller may see),
+        from two engine counts, without reading a record.
 
         For the moment between a publish and the retire of a replaced document both its
         versions are live, and count both."""
-        documents = self._engine.count(index, models.Filter(must=[LIVE, _FIRST]))
-        chunks = self._engine.count(index, models.Filter(must=[LIVE]))
+        documents = self._engine.count(index, to_qdrant(search_filter, must=[LIVE, _FIRST]))
+        chunks = self._engine.count(index, to_qdrant(search_filter, must=[LIVE]))
         return documents, chunks
 
-    def match_all(self, index: str, search_filter: SearchFilter) -> bool:
-        """Whether every live document of the index matches `search_filter` (an engine count
-        of the documents it leaves out: none), whatever the filter's spelling."""
-        left_out = models.Filter(must=[LIVE, _FIRST], must_not=[to_qdrant(search_filter)])
+    def match_all(
+        self, index: str, search_filter: SearchFilter, *, among: SearchFilter | None = None
+    ) -> bool:
+        """Whether every live document of the index (that `among` matches) matches
+        `search_filter` (an engine count of the documents it leaves out: none), whatever the
+        filter's spelling."""
+        left_out = to_qdrant(among, must=[LIVE, _FIRST])
+        left_out.must_not = [to_qdrant(search_filter)]
         return self._engine.count(index, left_out) == 0
 
     def _backfill_once(self, index: str) -> None:

@@ -16,6 +16,7 @@ from docingest.pipeline.embedders.base import EmbeddingConfig
 from docingest.pipeline.errors import InvalidIndexName
 from docingest.pipeline.rerank.config import RerankConfig
 from docingest.pipeline.sparse import SparseTerms
+from docingest.pipeline.store.access import AccessMode, access_from_payload, access_payload
 from docingest.pipeline.store.schema import FieldType
 
 DOCINGEST_NAMESPACE = uuid.UUID("7d4f3c1e-5b0a-5d2e-9c8f-2a6b1e0d4c3f")
@@ -61,6 +62,10 @@ class IndexConfig(BaseModel):
     rerank: RerankConfig | None = Field(default=None, exclude_if=lambda rerank: rerank is None)
     """The default second stage of its searches; may change at any time. Stored only when
     set, for the previous release."""
+    access: AccessMode = Field(default="open", exclude_if=lambda mode: mode == "open")
+    """Who sees a document without an access list: every caller ("open") or admins only
+    ("restricted"); may change at any time. Stored only when restricted, for the previous
+    release."""
     contextual_headers: bool = Field(default=False, exclude_if=lambda on: not on)
     """Embed each chunk with its document's title and heading path in front (the stored
     text stays the chunk alone). False for indexes made before the setting existed; stored
@@ -114,6 +119,7 @@ class IndexInfo(BaseModel):
     created_at: str
     metadata_schema: dict[str, FieldType] | None = None
     rerank: RerankConfig | None = None
+    access: AccessMode = "open"
 
 
 class StoredDocument(BaseModel):
@@ -135,6 +141,8 @@ class StoredDocument(BaseModel):
     author: str | None = None
     ocr: dict[str, Any] | None = None
     """Pages read by OCR and their mean confidence (0-1), `{"pages", "confidence"}`."""
+    access: list[str] | None = None
+    """The principals that may see it (`docingest.pipeline.store.access`); None: no list."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +165,8 @@ class DocumentFields:
     ingested_at: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     ocr: dict[str, Any] | None = None
+    access: list[str] | None = None
+    """Its access list; None: none (the index's `access` rule decides)."""
 
     def content_payload(self) -> dict[str, Any]:
         """The fields known only once the whole document is extracted, as payload."""
@@ -222,12 +232,13 @@ class ChunkRecord:
             "metadata": dict(document.metadata),
             "ocr": self.ocr,
             "document_ocr": document.ocr,
+            "access": access_payload(document.access),
         }
 
 
 DOCUMENT_PAYLOAD_KEYS = (
     "document_id", "version", "filename", "format", "content_sha256", "pages", "words",
-    "chunk_count", "metadata", "ingested_at", "title", "author", "document_ocr",
+    "chunk_count", "metadata", "ingested_at", "title", "author", "document_ocr", "access",
 )  # fmt: skip
 """Payload keys read to build a `StoredDocument`."""
 
@@ -248,6 +259,7 @@ def stored_document(payload: dict[str, Any]) -> StoredDocument:
         title=payload.get("title"),
         author=payload.get("author"),
         ocr=payload.get("document_ocr"),
+        access=access_from_payload(payload.get("access")),
     )
 
 

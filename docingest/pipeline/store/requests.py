@@ -11,6 +11,7 @@ import numpy as np
 from qdrant_client import models
 
 from docingest.pipeline.sparse import SparseTerms
+from docingest.pipeline.store.access import ACCESS_FIELD
 from docingest.pipeline.store.filter_qdrant import filter_conditions
 from docingest.pipeline.store.filters import SearchFilter
 from docingest.pipeline.store.models import (
@@ -168,6 +169,7 @@ CORE_INDEXES = {
     "chunk_index": models.PayloadSchemaType.INTEGER,
     "text_hash": models.PayloadSchemaType.KEYWORD,
     "ingested_at": models.PayloadSchemaType.DATETIME,
+    ACCESS_FIELD: models.PayloadSchemaType.KEYWORD,
 }
 """Payload indexes of every index (qdrant-client's local mode ignores them)."""
 

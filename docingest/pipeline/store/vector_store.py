@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from qdrant_client import models
 
 from docingest.pipeline import metrics
 from docingest.pipeline.errors import DocumentNotFound, IndexConflict, IndexNotFound
 from docingest.pipeline.settings import Settings
+from docingest.pipeline.store.access import ADMIN, Reader, restrict
 from docingest.pipeline.store.candidates import CandidateQueries
 from docingest.pipeline.store.documents import DocumentPage, DocumentRecords, PayloadIndexes
 from docingest.pipeline.store.engine import Engine, open_engine
@@ -35,16 +35,16 @@ from docingest.pipeline.store.models import (
     stored_document,
     validate_index_name,
 )
+from docingest.pipeline.store.point_reads import PointReads
+from docingest.pipeline.store.readers import ReaderFilters
 from docingest.pipeline.store.requests import (
     CORE_INDEXES,
-    DENSE,
-    KEYWORD,
     Point,
     equals,
     fields_filter,
     metadata_index_schema,
-    point_from_record,
     point_of,
+    to_qdrant,
 )
 from docingest.pipeline.store.schema import (
     PAYLOAD_INDEX,
@@ -56,10 +56,9 @@ from docingest.pipeline.store.schema import (
 __all__ = ["VectorStore"]
 
 WRITE_BATCH = 256
-_SCROLL_PAGE = 256
 
 
-class VectorStore(CandidateQueries):
+class VectorStore(CandidateQueries, PointReads, ReaderFilters):
     """All index, point, document and search-candidate operations; safe to share by threads."""
 
     def __init__(self, engine: Engine) -> None:
@@ -123,8 +122,10 @@ class VectorStore(CandidateQueries):
                 existing = existing.model_copy(update={"metadata_schema": schema})
                 self.engine.replace_config(name, existing)
                 self._index_declared_fields(name, added)
-            if existing.rerank != config.rerank:  # may change at any time
-                existing = existing.model_copy(update={"rerank": config.rerank})
+            if (existing.rerank, existing.access) != (config.rerank, config.access):
+                # both may change at any time; an access change applies to the next read
+                update = {"rerank": config.rerank, "access": config.access}
+                existing = existing.model_copy(update=update)
                 self.engine.replace_config(name, existing)
             return self._info(name, existing), False
 
@@ -146,9 +147,12 @@ class VectorStore(CandidateQueries):
         except IndexNotFound:
             return None
 
-    def get_index(self, name: str) -> IndexInfo | None:
+    def get_index(self, name: str, *, reader: Reader = ADMIN) -> IndexInfo | None:
+        """The index with the counts of what `reader` may see."""
         config = self.index_config(name)
-        return None if config is None else self._info(name, config)
+        if config is None:
+            return None
+        return self._info(name, config, visible=restrict(None, reader.visibility(config.access)))
 
     def list_indexes(self) -> list[IndexInfo]:
         infos = []
@@ -173,8 +177,10 @@ class VectorStore(CandidateQueries):
         self._payload_indexes.forget(name)
         self._records.forget(name)
 
-    def _info(self, name: str, config: IndexConfig) -> IndexInfo:
-        documents, chunks = self._records.count(name)
+    def _info(
+        self, name: str, config: IndexConfig, *, visible: SearchFilter | None = None
+    ) -> IndexInfo:
+        documents, chunks = self._records.count(name, search_filter=visible)
         return IndexInfo(
             name=name,
             embedding=config.embedding,
@@ -186,6 +192,7 @@ class VectorStore(CandidateQueries):
             created_at=config.created_at,
             metadata_schema=config.metadata_schema,
             rerank=config.rerank,
+            access=config.access,
         )
 
     # --- points -------------------------------------------------------------------------
@@ -307,72 +314,20 @@ class VectorStore(CandidateQueries):
         selector = fields_filter(document_id=document_id, version=version, state=state)
         return self.engine.count(validate_index_name(index), selector)
 
-    def stored_vectors(
-        self,
-        index: str,
-        document_id: str,
-        version: int,
-        *,
-        text_hashes: Sequence[str] | None = None,
-        chunk_indexes: range | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Return text_hash → dense vector for the points of that version (for reuse), only
-        those with one of `text_hashes` and a chunk index in `chunk_indexes` if given."""
-        vectors: dict[str, np.ndarray] = {}
-        conditions: list[models.Condition] = [
-            equals("document_id", document_id),
-            equals("version", version),
-        ]
-        if text_hashes is not None:
-            if not text_hashes:
-                return vectors
-            any_of = models.MatchAny(any=list(dict.fromkeys(text_hashes)))
-            conditions.append(models.FieldCondition(key="text_hash", match=any_of))
-        if chunk_indexes is not None:
-            bounds = models.Range(gte=chunk_indexes.start, lt=chunk_indexes.stop)
-            conditions.append(models.FieldCondition(key="chunk_index", range=bounds))
-        selector = models.Filter(must=conditions)
-        for record in self._scroll(index, selector, payload=["text_hash"], vectors=[DENSE]):
-            dense = record.vector[DENSE] if isinstance(record.vector, dict) else None
-            if record.payload and dense is not None:
-                vectors[record.payload["text_hash"]] = np.asarray(dense, dtype=np.float32)
-        return vectors
-
-    def live_points(self, index: str) -> Iterator[Point]:
-        """Yield every live point of the index as stored (for export)."""
-        live = fields_filter(state="live")
-        for record in self._scroll(index, live, payload=None, vectors=[DENSE, KEYWORD]):
-            yield point_from_record(record)
-
     def write_points(self, index: str, points: Sequence[Point]) -> None:
         """Write points as they are, state included (for import); records exported by a
         release before documents were ordered get their order keys at the next listing."""
         self._write(validate_index_name(index), points)
         self._records.forget(index)
 
-    def _scroll(
-        self,
-        index: str,
-        selector: models.Filter,
-        *,
-        payload: Sequence[str] | None,
-        vectors: Sequence[str] | None = None,
-    ) -> Iterator[models.Record]:
-        """Yield the matching points with `payload` keys (None: all) and `vectors`."""
-        validate_index_name(index)
-        offset: models.ExtendedPointId | None = None
-        while True:
-            records, offset = self.engine.scroll(
-                index, selector, limit=_SCROLL_PAGE, offset=offset, payload=payload, vectors=vectors
-            )
-            yield from records
-            if offset is None:
-                return
-
     # --- documents ----------------------------------------------------------------------
 
-    def _live_documents(self, index: str, document_id: str | None) -> dict[str, StoredDocument]:
+    def _live_documents(
+        self, index: str, document_id: str | None, *, within: SearchFilter | None = None
+    ) -> dict[str, StoredDocument]:
         selector = fields_filter(document_id=document_id, state="live", chunk_index=0)
+        if within is not None:
+            selector = to_qdrant(within, must=[selector])
         latest: dict[str, StoredDocument] = {}
         for record in self._scroll(index, selector, payload=DOCUMENT_PAYLOAD_KEYS):
             document = stored_document(record.payload or {})
@@ -394,9 +349,12 @@ class VectorStore(CandidateQueries):
         at a time (`docingest.pipeline.store.ordering`)."""
         return self._records.iterate(validate_index_name(index), search_filter=filter, after=after)
 
-    def matches_every_document(self, index: str, filter: SearchFilter) -> bool:
-        """Whether `filter` matches every document the index holds (True for an empty one)."""
-        return self._records.match_all(validate_index_name(index), filter)
+    def matches_every_document(
+        self, index: str, filter: SearchFilter, *, among: SearchFilter | None = None
+    ) -> bool:
+        """Whether `filter` matches every document the index holds (of those `among`
+        matches, if given; True for none)."""
+        return self._records.match_all(validate_index_name(index), filter, among=among)
 
     def document_page(
         self,
@@ -432,12 +390,19 @@ class VectorStore(CandidateQueries):
             copied += len(points)
         return copied
 
-    def live_document(self, index: str, document_id: str) -> StoredDocument | None:
-        return self._live_documents(index, document_id).get(document_id)
+    def live_document(
+        self, index: str, document_id: str, *, within: SearchFilter | None = None
+    ) -> StoredDocument | None:
+        """The document's highest live version, if it matches `within` (a `readable` or
+        `writable` filter: a document hidden from the caller is as missing)."""
+        return self._live_documents(index, document_id, within=within).get(document_id)
 
-    def get_document(self, index: str, document_id: str) -> StoredDocument:
-        """Return the document's highest live version, or raise `DocumentNotFound`."""
-        document = self.live_document(index, document_id)
+    def get_document(
+        self, index: str, document_id: str, *, within: SearchFilter | None = None
+    ) -> StoredDocument:
+        """Return the document's highest live version, or raise `DocumentNotFound` (also
+        when it does not match `within`: the same answer, hidden or missing)."""
+        document = self.live_document(index, document_id, within=within)
         if document is None:
             raise DocumentNotFound(f"Document '{document_id}' is not in index '{index}'.")
         return document
