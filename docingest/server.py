@@ -29,8 +29,10 @@ from docingest.pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
 from docingest.pipeline.log import configure_logging
 from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings
+from docingest.pipeline.store.engine import store_description
 from docingest.pipeline.webhooks.dispatcher import Dispatcher
-from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis, redact_url
+from docingest.common.urls import redact_url
+from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis
 from docingest.workers import context
 from docingest.workers import metrics as worker_metrics
 from docingest.workers.app import create_celery_app
@@ -100,8 +102,8 @@ def check_dependencies(services: Services, *, store: bool) -> None:
         try:
             services.store.ping()
         except IngestError as exc:
-            where = settings.qdrant_url or f"embedded store in {settings.data_dir / 'edge'}"
-            raise StartupError(f"Qdrant ({where}) is not usable: {exc.message}") from exc
+            where = store_description(settings)
+            raise StartupError(f"The store ({where}) is not usable: {exc.message}") from exc
     check_embedding_endpoints(services)
 
 
@@ -237,7 +239,7 @@ def _uvicorn_log_config(settings: Settings) -> dict[str, Any] | None:
 def run_api(settings: Settings) -> int:
     """Run the API alone; workers run elsewhere (`docingest worker`)."""
     configure_logging("INFO", log_format=settings.log_format)
-    services = Services(settings, owns_store=settings.qdrant_url is not None)
+    services = Services(settings, owns_store=settings.shared_store)
     try:
         check_dependencies(services, store=services.owns_store)
     except StartupError as exc:
@@ -309,7 +311,7 @@ def run_worker(
 
 def _worker_pool(settings: Settings, pool: str | None, concurrency: int) -> tuple[str, int]:
     """The pool kind and size to run, or `StartupError` if they cannot work here."""
-    local = settings.qdrant_url is None
+    local = not settings.shared_store
     if local and pool == "prefork" and concurrency != 1:
         raise _BadWorkerOptions(
             "the embedded store allows one process per directory; use --pool threads, --pool "

@@ -82,7 +82,7 @@ class Services:
         self.usage = UsageLedger(self.redis, keys=self.keys)
         self.fence = DocumentFence(self.redis, key_prefix=settings.redis_key_prefix)
         self.query_cache = QueryCache(settings.query_cache_size)
-        self.owns_store = owns_store or settings.qdrant_url is not None
+        self.owns_store = owns_store or settings.shared_store
         self._store: VectorStore | None = None
         self._embedders: dict[tuple[str, str, int | None], Embedder] = {}
         self._rerankers: dict[tuple[str, str], Reranker] = {}

@@ -1,4 +1,5 @@
-"""The vector store on both engines (Edge and qdrant-client): indexes, points, documents, locks."""
+"""The vector store on every engine (Edge, qdrant-client, Postgres): indexes, points, documents,
+locks."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from docingest.pipeline.store import (
 from docingest.pipeline.store.client import ClientEngine
 from docingest.pipeline.store.edge import EdgeEngine
 from docingest.pipeline.store.edge_optimizer import CHECK_INTERVAL_SECONDS
+from tests.support.postgres import postgres_url, schema_for
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -100,12 +102,17 @@ def records(
     ]
 
 
-ENGINES = ["qdrant-client", "edge"]
-"""The store's suite runs on both engines (congruence): qdrant-client's in-memory local mode
-stands in for a Qdrant server, which takes the same client calls; Edge is the embedded store."""
+ENGINES = ["qdrant-client", "edge", "postgres"]
+"""The store's suite runs on every engine (congruence): qdrant-client's in-memory local mode
+stands in for a Qdrant server, which takes the same client calls; Edge is the embedded store;
+Postgres a private PostgreSQL with pgvector (tests/support/postgres.py), a schema per test."""
 
 
 def store_settings(engine: str, tmp_path: Path) -> Settings:
+    if engine == "postgres":
+        return Settings(
+            database_url=postgres_url(), database_schema=schema_for(tmp_path), data_dir=tmp_path
+        )
     url = ":memory:" if engine == "qdrant-client" else None
     return Settings(qdrant_url=url, data_dir=tmp_path)
 
