@@ -22,6 +22,7 @@ from celery.signals import worker_ready, worker_shutdown
 from docingest._core import DEFAULT_BASE_URL
 from docingest.api.app import create_app
 from docingest.api.errors import JsonErrorProtocol
+from docingest.common.urls import redact_url
 from docingest.pipeline.embedders.artifacts import verify_bundled_files
 from docingest.pipeline.errors import IngestError
 from docingest.pipeline.isolation.parent import start_fork_servers
@@ -31,7 +32,6 @@ from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.store.engine import store_description
 from docingest.pipeline.webhooks.dispatcher import Dispatcher
-from docingest.common.urls import redact_url
 from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis
 from docingest.workers import context
 from docingest.workers import metrics as worker_metrics

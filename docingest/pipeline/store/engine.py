@@ -18,8 +18,9 @@ types, so the server path passes them through, the Edge engine translates the sm
 the store builds (`docingest.pipeline.store.edge_convert`), and the Postgres engine compiles
 the same subset to SQL (`docingest.pipeline.store.postgres_filter`) with Qdrant's semantics
 (a list field matches any of its elements, `is_empty`, IDF-weighted keyword scores, RRF). They
-are the store's request language, not a dependency on a Qdrant server. Points to write are the store's own
-`Point`, which each engine builds its type from directly (the write path's hot loop).
+are the store's request language, not a dependency on a Qdrant server. Points to write are the
+store's own `Point`, which each engine builds its type from directly (the write path's hot
+loop).
 """
 
 from __future__ import annotations

@@ -190,8 +190,9 @@ class PostgresEngine:
             if exists is not None:
                 raise FileExistsError(f"index '{index}' exists")
             row = connection.execute(
-                sql.SQL("INSERT INTO {} (name, config) VALUES (%s, %s) RETURNING table_number")
-                .format(self._indexes),
+                sql.SQL(
+                    "INSERT INTO {} (name, config) VALUES (%s, %s) RETURNING table_number"
+                ).format(self._indexes),
                 [index, Jsonb(config.model_dump(mode="json"))],
             ).fetchone()
             assert row is not None
@@ -360,7 +361,7 @@ class PostgresEngine:
                 return []
             params.extend([weighted, list(request.query.indices)])
             score = sql.SQL("-(keyword <#> %s)")
-            where = sql.SQL("terms && %s::integer[] AND {}").format(
+            where: sql.Composable = sql.SQL("terms && %s::integer[] AND {}").format(
                 self._filters.compile(request.filter, params)
             )
             params.extend([weighted, limit])
@@ -440,7 +441,9 @@ def _selected(payload: dict[str, Any], keys: Sequence[str] | None) -> dict[str, 
     return {key: payload[key] for key in keys if key in payload}
 
 
-def _record(row: Sequence[Any], keys: Sequence[str] | None, vectors: Sequence[str]) -> models.Record:
+def _record(
+    row: Sequence[Any], keys: Sequence[str] | None, vectors: Sequence[str]
+) -> models.Record:
     vector: dict[str, Any] | None = None
     if vectors:
         vector = {}

@@ -144,16 +144,16 @@ def create_chunk_table(
 ) -> None:
     """Create index `number`'s chunk table and its indexes (in the caller's transaction)."""
     table = chunk_table(schema, number)
-    statements = [
+    connection.execute(
         sql.SQL(
             "CREATE TABLE {table} (id uuid PRIMARY KEY, payload jsonb NOT NULL, "
             "dense vector({dimensions}) NOT NULL, keyword sparsevec, terms integer[], "
             "weights real[])"
-        ).format(table=table, dimensions=sql.Literal(dimensions)),
-        sql.SQL("CREATE INDEX ON {table} USING hnsw (dense vector_cosine_ops)"),
-        sql.SQL("CREATE INDEX ON {table} USING gin (payload jsonb_path_ops)"),
-        sql.SQL("CREATE INDEX ON {table} USING gin (terms)"),
-    ]
-    for statement in statements:
-        composed = statement.format(table=table) if isinstance(statement, sql.SQL) else statement
-        connection.execute(composed)
+        ).format(table=table, dimensions=sql.Literal(dimensions))
+    )
+    for index in (
+        "CREATE INDEX ON {table} USING hnsw (dense vector_cosine_ops)",
+        "CREATE INDEX ON {table} USING gin (payload jsonb_path_ops)",
+        "CREATE INDEX ON {table} USING gin (terms)",
+    ):
+        connection.execute(sql.SQL(index).format(table=table))

