@@ -26,7 +26,6 @@ store's suite runs on this engine as on the two Qdrant ones (tests/pipeline/stor
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -54,6 +53,7 @@ from docingest.pipeline.store.postgres_schema import (
     lock,
     prepare,
 )
+from docingest.pipeline.store.postgres_search import run_query, selected
 from docingest.pipeline.store.requests import DENSE, KEYWORD, Point
 
 _UPSERT = (
@@ -77,6 +77,7 @@ class PostgresEngine:
         self._schema = settings.database_schema
         self._filters = FilterCompiler(self._schema)
         self._indexes = sql.Identifier(self._schema, "indexes")
+        self._ef_search = settings.database_hnsw_ef_search
         self._lock = threading.RLock()
         self.location = store_description(settings)
 
@@ -314,7 +315,12 @@ class PostgresEngine:
         self, index: str, requests: Sequence[models.QueryRequest]
     ) -> list[list[models.ScoredPoint]]:
         with self._table(index) as (connection, table):
-            return [self._query(connection, table, request) for request in requests]
+            return [self._run(connection, table, request) for request in requests]
+
+    def _run(
+        self, connection: psycopg.Connection, table: sql.Identifier, request: models.QueryRequest
+    ) -> list[models.ScoredPoint]:
+        return run_query(connection, table, request, self._filters, ef_search=self._ef_search)
 
     def query_fused(
         self,
@@ -343,81 +349,8 @@ class PostgresEngine:
             for stage in prefetch
         ]
         with self._table(index) as (connection, table):
-            lists = [self._query(connection, table, request) for request in requests]
+            lists = [self._run(connection, table, request) for request in requests]
         return reciprocal_rank_fusion(lists, limit=limit, ranking_constant_k=k)
-
-    def _query(
-        self, connection: psycopg.Connection, table: sql.Identifier, request: models.QueryRequest
-    ) -> list[models.ScoredPoint]:
-        if request.prefetch is not None or request.offset:
-            raise TypeError("no Postgres translation for prefetch or offset in a batch query")
-        limit = request.limit or 10
-        params: Params = []
-        if request.using == KEYWORD:
-            if not isinstance(request.query, models.SparseVector):
-                raise TypeError(f"no Postgres translation for the query {request.query!r}")
-            weighted = _idf_weighted(connection, table, request.query)
-            if not weighted:
-                return []
-            params.extend([weighted, list(request.query.indices)])
-            score = sql.SQL("-(keyword <#> %s)")
-            where: sql.Composable = sql.SQL("terms && %s::integer[] AND {}").format(
-                self._filters.compile(request.filter, params)
-            )
-            params.extend([weighted, limit])
-            order = sql.SQL("keyword <#> %s, id LIMIT %s")
-        elif request.using == DENSE and isinstance(request.query, list):
-            vector = np.asarray(request.query, dtype=np.float32)
-            params.append(vector)
-            score = sql.SQL("1 - (dense <=> %s)")
-            where = self._filters.compile(request.filter, params)
-            params.extend([vector, limit])
-            order = sql.SQL("dense <=> %s LIMIT %s")
-        else:
-            raise TypeError(f"no Postgres translation for the query {request!r}")
-        statement = sql.SQL("SELECT id, payload, {} FROM {} WHERE {} ORDER BY {}").format(
-            score, table, where, order
-        )
-        keys = request.with_payload if isinstance(request.with_payload, list) else None
-        with connection.transaction():
-            ef_search = self._settings.database_hnsw_ef_search
-            if request.using == DENSE and limit > ef_search:  # HNSW keeps at least `limit`
-                connection.execute(
-                    sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(min(limit, 1000)))
-                )
-            rows = connection.execute(statement, params).fetchall()
-        threshold = request.score_threshold
-        return [
-            models.ScoredPoint(id=str(row[0]), version=0, score=float(row[2]),
-                               payload=_selected(row[1], keys))
-            for row in rows
-            if threshold is None or float(row[2]) >= threshold
-        ]  # fmt: skip
-
-
-def _idf_weighted(
-    connection: psycopg.Connection, table: sql.Identifier, query: models.SparseVector
-) -> PgSparse | None:
-    """The query's keyword vector with each weight times its term's IDF (Qdrant's formula)."""
-    row = connection.execute(
-        sql.SQL(
-            "SELECT (SELECT count(*) FROM {table} WHERE terms IS NOT NULL), "
-            "ARRAY(SELECT (SELECT count(*) FROM {table} WHERE terms @> ARRAY[term]) "
-            "FROM unnest(%s::integer[]) WITH ORDINALITY AS query(term, position) "
-            "ORDER BY position)"
-        ).format(table=table),
-        [list(query.indices)],
-    ).fetchone()
-    assert row is not None
-    points, frequencies = int(row[0]), row[1]
-    if not points:
-        return None
-    weights: dict[int, float] = {}
-    for term, value, df in zip(query.indices, query.values, frequencies, strict=True):
-        idf = math.log((points - df + 0.5) / (df + 0.5) + 1)
-        folded = term % SPARSE_DIMENSIONS
-        weights[folded] = weights.get(folded, 0.0) + value * idf
-    return PgSparse(weights, SPARSE_DIMENSIONS)
 
 
 def _row(point: Point) -> tuple[Any, ...]:
@@ -435,12 +368,6 @@ def _row(point: Point) -> tuple[Any, ...]:
     return (point.id, Jsonb(point.payload), dense, keyword, indices, values)
 
 
-def _selected(payload: dict[str, Any], keys: Sequence[str] | None) -> dict[str, Any]:
-    if keys is None:
-        return payload
-    return {key: payload[key] for key in keys if key in payload}
-
-
 def _record(
     row: Sequence[Any], keys: Sequence[str] | None, vectors: Sequence[str]
 ) -> models.Record:
@@ -451,7 +378,7 @@ def _record(
             vector[DENSE] = row[2].to_list()
         if KEYWORD in vectors and row[3] is not None:
             vector[KEYWORD] = models.SparseVector(indices=list(row[3]), values=list(row[4]))
-    return models.Record(id=str(row[0]), payload=_selected(row[1], keys), vector=vector)
+    return models.Record(id=str(row[0]), payload=selected(row[1], keys), vector=vector)
 
 
 def _first_line(exc: BaseException) -> str:
