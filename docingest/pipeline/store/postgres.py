@@ -45,7 +45,7 @@ from docingest.pipeline.errors import DependencyUnavailable, IndexNotFound
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.store.engine import store_description
 from docingest.pipeline.store.models import IndexConfig
-from docingest.pipeline.store.postgres_filter import FilterCompiler, Params
+from docingest.pipeline.store.postgres_filter import FilterCompiler, Params, stored
 from docingest.pipeline.store.postgres_schema import (
     SPARSE_DIMENSIONS,
     chunk_table,
@@ -140,14 +140,28 @@ class PostgresEngine:
                 "(DOCINGEST_DATABASE_STATEMENT_TIMEOUT_SECONDS); try again shortly."
             ) from exc
         except PoolTimeout as exc:
-            raise DependencyUnavailable(
-                f"No connection to {where} within "
-                f"{self._settings.database_pool_timeout_seconds:g} s: every one of the "
-                f"{self._settings.database_pool_size} in use, or the server does not answer "
-                f"({_first_line(exc)}); try again shortly."
-            ) from exc
+            raise DependencyUnavailable(self._pool_timeout_message()) from exc
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             raise DependencyUnavailable(f"{where} is unreachable ({_first_line(exc)}).") from exc
+
+    def _pool_timeout_message(self) -> str:
+        """Why no connection came within the pool's timeout: the server, or a full pool
+        (one connection attempt tells which)."""
+        settings = self._settings
+        try:
+            with psycopg.connect(
+                settings.database_url.get_secret_value() if settings.database_url else "",
+                connect_timeout=max(1, int(settings.database_pool_timeout_seconds)),
+            ):
+                pass
+        except psycopg.Error as exc:
+            return f"{self.location} is unreachable ({_first_line(exc)})."
+        return (
+            f"No free connection to {self.location} within "
+            f"{settings.database_pool_timeout_seconds:g} s: every one of the "
+            f"{settings.database_pool_size} in use (DOCINGEST_DATABASE_POOL_SIZE); try again "
+            "shortly."
+        )
 
     @contextmanager
     def _table(self, index: str) -> Iterator[tuple[psycopg.Connection, sql.Identifier]]:
@@ -255,7 +269,7 @@ class PostgresEngine:
                 cursor.executemany(sql.SQL(_UPSERT).format(table=table), rows)
 
     def set_payload(self, index: str, payload: dict[str, Any], selector: models.Filter) -> None:
-        params: Params = [Jsonb(payload)]
+        params: Params = [stored(payload)]
         where = self._filters.compile(selector, params)
         with self._table(index) as (connection, table):
             connection.execute(
@@ -365,7 +379,7 @@ def _row(point: Point) -> tuple[Any, ...]:
     else:
         keyword = indices = values = None
     dense = np.asarray(point.dense, dtype=np.float32)
-    return (point.id, Jsonb(point.payload), dense, keyword, indices, values)
+    return (point.id, stored(point.payload), dense, keyword, indices, values)
 
 
 def _record(

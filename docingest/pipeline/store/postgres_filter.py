@@ -43,6 +43,24 @@ _NUMBER_PATHS = {
 """The jsonpath of each combination of range bounds (constants; the bounds are its `vars`)."""
 
 
+def without_nul(value: Any) -> Any:
+    """`value` with every U+0000 removed from its strings (keys too): PostgreSQL's text and
+    jsonb cannot hold that character, so the Postgres store drops it from what it stores and,
+    alike, from filter values, which then match what was stored (RELIABILITY.md)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(key): without_nul(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(item) for item in value]
+    return value
+
+
+def stored(value: Any) -> Jsonb:
+    """`value` as a jsonb parameter, without U+0000 (`without_nul`)."""
+    return Jsonb(without_nul(value))
+
+
 def payload_path(key: str) -> list[str]:
     """The keys of a Qdrant payload path: `metadata.year` → ["metadata", "year"], and
     `metadata."a.b"` (a key holding a dot, `docingest.pipeline.store.filters.metadata_path`)
@@ -50,8 +68,15 @@ def payload_path(key: str) -> list[str]:
     parts: list[str] = []
     rest = key
     while rest:
-        if rest.startswith('"'):
-            end = rest.index('"', 1)
+        if rest.startswith('"'):  # ends at a quote that ends the path or precedes a dot
+            end = next(
+                (
+                    i
+                    for i in range(1, len(rest))
+                    if rest[i] == '"' and rest[i + 1 : i + 2] in ("", ".")
+                ),
+                len(rest),
+            )
             parts.append(rest[1:end])
             rest = rest[end + 1 :].removeprefix(".")
         else:
@@ -92,13 +117,13 @@ class FilterCompiler:
         if isinstance(condition, models.Filter):
             return self.compile(condition, params)
         if isinstance(condition, models.IsEmptyCondition):
-            params.append(payload_path(condition.is_empty.key))
+            params.append(without_nul(payload_path(condition.is_empty.key)))
             return sql.SQL(
                 "(coalesce(payload #> %s, 'null'::jsonb) IN ('null'::jsonb, '[]'::jsonb))"
             )
         if not isinstance(condition, models.FieldCondition):
             raise TypeError(f"no SQL translation for the condition {condition!r}")
-        path = payload_path(condition.key)
+        path = without_nul(payload_path(condition.key))
         if condition.range is not None:
             return self._range(path, condition.range, params)
         match = condition.match
@@ -135,8 +160,8 @@ def _any_of(path: list[str], values: Sequence[Any], params: Params) -> sql.Compo
     """The field equals one of `values`, or holds a list with one of them."""
     documents = []
     for value in values:
-        documents.append(Jsonb(nested(path, value)))
-        documents.append(Jsonb(nested(path, [value])))
+        documents.append(stored(nested(path, value)))
+        documents.append(stored(nested(path, [value])))
     params.append(documents)
     return sql.SQL("(payload @> ANY(%s::jsonb[]))")
 
