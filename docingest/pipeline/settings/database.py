@@ -44,6 +44,11 @@ class DatabaseSettings(BaseSettings):
     """Candidates pgvector's HNSW search keeps (`hnsw.ef_search`, raised to a search's limit
     when that is larger): more is closer to an exact search and slower."""
 
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, url: object) -> object:
+        return None if url == "" else url  # `DOCINGEST_DATABASE_URL=` in an env file
+
     @field_validator("database_url")
     @classmethod
     def _postgres_url(cls, url: SecretStr | None) -> SecretStr | None:
@@ -65,4 +70,4 @@ class DatabaseSettings(BaseSettings):
     def shared_store(self) -> bool:
         """Whether the store is a server every process may use (PostgreSQL or Qdrant), not
         the embedded store one process owns."""
-        return self.database_url is not None or getattr(self, "qdrant_url", None) is not None
+        return self.database_url is not None or bool(getattr(self, "qdrant_url", None))
