@@ -134,6 +134,10 @@ def test_api_and_two_workers_on_postgres_survive_a_killed_worker(
         for process in reversed(processes):
             process.stop(signal.SIGKILL if process is not processes[0] else signal.SIGTERM)
 
+    # the figures RELIABILITY.md quotes ("PostgreSQL store"), shown with `pytest -s`
+    print(f"scaled out: {found.completed} completed, failed {dict(found.failed)}, attempts "
+          f"{dict(found.attempts)}, {found.documents} documents, {found.chunks} chunks, "
+          f"{len(run.searches)} searches, {run.wall_seconds:.0f} s")  # fmt: skip
     assert found.violations == [], "\n".join(found.violations[:20])
     assert found.uploads == UPLOADS
     assert found.completed + sum(found.failed.values()) == UPLOADS  # every job ended
