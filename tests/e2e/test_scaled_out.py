@@ -13,6 +13,7 @@ two versions of one document.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import uuid
@@ -31,6 +32,8 @@ from tests.support.load import EMBEDDING_MODEL, LoadRun, plan_uploads, run_load,
 from tests.support.load_checks import check_api, check_store
 from tests.support.redis_db import purge_keys
 from tests.support.waiting import wait_until
+
+log = logging.getLogger(__name__)
 
 UPLOADS, REUPLOAD_SHARE, CLIENTS, SEARCHERS = 200, 0.25, 6, 1
 SEARCH_PAUSE = 0.1
@@ -134,8 +137,8 @@ def test_api_and_two_workers_on_postgres_survive_a_killed_worker(
         for process in reversed(processes):
             process.stop(signal.SIGKILL if process is not processes[0] else signal.SIGTERM)
 
-    # the figures RELIABILITY.md quotes ("PostgreSQL store"), shown with `pytest -s`
-    print(f"scaled out: {found.completed} completed, failed {dict(found.failed)}, attempts "
+    # the figures RELIABILITY.md quotes ("PostgreSQL store"): `pytest -o log_cli=true`
+    log.warning(f"scaled out: {found.completed} completed, failed {dict(found.failed)}, attempts "
           f"{dict(found.attempts)}, {found.documents} documents, {found.chunks} chunks, "
           f"{len(run.searches)} searches, {run.wall_seconds:.0f} s")  # fmt: skip
     assert found.violations == [], "\n".join(found.violations[:20])
