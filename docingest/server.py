@@ -250,7 +250,8 @@ def run_api(settings: Settings) -> int:
     if not services.owns_store:
         log.warning(
             "embedded store owned by the worker: this API only accepts uploads and reports jobs; "
-            "searches and document listings need `docingest serve` or DOCINGEST_QDRANT_URL"
+            "searches and document listings need `docingest serve`, DOCINGEST_QDRANT_URL or "
+            "DOCINGEST_DATABASE_URL"
         )
     app = create_app(settings, owns_store=services.owns_store)
     uvicorn.Server(_http_config(app, settings, log_level="info")).run()
@@ -315,7 +316,8 @@ def _worker_pool(settings: Settings, pool: str | None, concurrency: int) -> tupl
     if local and pool == "prefork" and concurrency != 1:
         raise _BadWorkerOptions(
             "the embedded store allows one process per directory; use --pool threads, --pool "
-            "prefork --concurrency 1, or set DOCINGEST_QDRANT_URL to a Qdrant server."
+            "prefork --concurrency 1, or set DOCINGEST_QDRANT_URL to a Qdrant server or "
+            "DOCINGEST_DATABASE_URL to PostgreSQL."
         )
     pool = pool or ("threads" if local else "prefork")
     if settings.metrics_port is not None:

@@ -3,8 +3,8 @@ on its first task, or by `docingest serve` for both at once (so both share one e
 
 The embedded store allows one process per directory. A process that does not own it
 (`owns_store=False`: the API beside a separate worker without a Qdrant server) gets
-`StoreNotHere` with a message saying what to do instead of a lock error; with a Qdrant server
-every process owns.
+`StoreNotHere` with a message saying what to do instead of a lock error; with a shared store
+(a Qdrant server, or PostgreSQL) every process owns.
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ class Services:
         if not self.owns_store:
             raise StoreNotHere(
                 "The index is in the embedded store and a separate `docingest worker` owns it; run "
-                "`docingest serve` for one process, or set DOCINGEST_QDRANT_URL to a Qdrant "
-                "server so the API can read it too."
+                "`docingest serve` for one process, or set DOCINGEST_QDRANT_URL (a Qdrant "
+                "server) or DOCINGEST_DATABASE_URL (PostgreSQL) so the API can read it too."
             )
         with self._lock:
             if self._store is None:

@@ -1,5 +1,6 @@
-"""The vector store: one Qdrant collection per index, staged → live → retired versions, on
-two engines (Qdrant Edge, qdrant-client), with its filters, fencing and transfers."""
+"""The vector store: one Qdrant collection (or PostgreSQL table) per index, staged → live →
+retired versions, on three engines (Qdrant Edge, qdrant-client, PostgreSQL with pgvector), with
+its filters, fencing and transfers."""
 
 from docingest.pipeline.store.filters import SearchFilter
 from docingest.pipeline.store.models import (
