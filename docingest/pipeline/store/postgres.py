@@ -166,14 +166,25 @@ class PostgresEngine:
     @contextmanager
     def _table(self, index: str) -> Iterator[tuple[psycopg.Connection, sql.Identifier]]:
         """A connection and the chunk table of `index`; `IndexNotFound` if there is none."""
+        with self._searched_table(index) as (connection, table, _):
+            yield connection, table
+
+    @contextmanager
+    def _searched_table(
+        self, index: str
+    ) -> Iterator[tuple[psycopg.Connection, sql.Identifier, int]]:
+        """As `_table`, with the dimensions of the index's vectors."""
         with self._connection(index) as connection:
             row = connection.execute(
-                sql.SQL("SELECT table_number FROM {} WHERE name = %s").format(self._indexes),
+                sql.SQL(
+                    "SELECT table_number, (config -> 'embedding' ->> 'dimensions')::integer "
+                    "FROM {} WHERE name = %s"
+                ).format(self._indexes),
                 [index],
             ).fetchone()
             if row is None:
                 raise IndexNotFound(f"Index '{index}' does not exist.")
-            yield connection, chunk_table(self._schema, int(row[0]))
+            yield connection, chunk_table(self._schema, int(row[0])), int(row[1] or 0)
 
     def ping(self) -> None:
         with self._connection() as connection:
@@ -328,13 +339,20 @@ class PostgresEngine:
     def query_batch(
         self, index: str, requests: Sequence[models.QueryRequest]
     ) -> list[list[models.ScoredPoint]]:
-        with self._table(index) as (connection, table):
-            return [self._run(connection, table, request) for request in requests]
+        with self._searched_table(index) as (connection, table, dimensions):
+            return [self._run(connection, table, dimensions, request) for request in requests]
 
     def _run(
-        self, connection: psycopg.Connection, table: sql.Identifier, request: models.QueryRequest
+        self,
+        connection: psycopg.Connection,
+        table: sql.Identifier,
+        dimensions: int,
+        request: models.QueryRequest,
     ) -> list[models.ScoredPoint]:
-        return run_query(connection, table, request, self._filters, ef_search=self._ef_search)
+        return run_query(
+            connection, table, request, self._filters,
+            dimensions=dimensions, ef_search=self._ef_search,
+        )  # fmt: skip
 
     def query_fused(
         self,
@@ -362,8 +380,8 @@ class PostgresEngine:
             )
             for stage in prefetch
         ]
-        with self._table(index) as (connection, table):
-            lists = [self._run(connection, table, request) for request in requests]
+        with self._searched_table(index) as (connection, table, dimensions):
+            lists = [self._run(connection, table, dimensions, request) for request in requests]
         return reciprocal_rank_fusion(lists, limit=limit, ranking_constant_k=k)
 
 

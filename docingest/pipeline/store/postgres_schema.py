@@ -135,6 +135,20 @@ def _create(connection: psycopg.Connection, schema: str) -> None:
     connection.execute(sql.SQL("CREATE FUNCTION ") + function + body)
 
 
+VECTOR_HNSW_DIMENSIONS = 2000
+"""The most dimensions pgvector's HNSW index takes on `vector`; up to `HALFVEC_HNSW_DIMENSIONS`
+the graph is built over half-precision copies (`dense::halfvec(n)`, as Edge builds its graph
+over int8 copies), and scores stay exact cosines of the stored float32 vectors."""
+HALFVEC_HNSW_DIMENSIONS = 4000
+
+
+def dense_distance(dimensions: int) -> sql.Composable:
+    """The ORDER BY expression (one `%s`: the query vector) that the index's HNSW graph serves."""
+    if VECTOR_HNSW_DIMENSIONS < dimensions <= HALFVEC_HNSW_DIMENSIONS:
+        return sql.SQL("dense::halfvec({n}) <=> %s::halfvec({n})").format(n=sql.Literal(dimensions))
+    return sql.SQL("dense <=> %s")
+
+
 def chunk_table(schema: str, number: int) -> sql.Identifier:
     return sql.Identifier(schema, f"chunks_{number}")
 
@@ -151,8 +165,17 @@ def create_chunk_table(
             "weights real[])"
         ).format(table=table, dimensions=sql.Literal(dimensions))
     )
+    if dimensions <= VECTOR_HNSW_DIMENSIONS:
+        graph = sql.SQL("CREATE INDEX ON {table} USING hnsw (dense vector_cosine_ops)")
+    elif dimensions <= HALFVEC_HNSW_DIMENSIONS:
+        graph = sql.SQL(
+            "CREATE INDEX ON {table} USING hnsw ((dense::halfvec({n})) halfvec_cosine_ops)"
+        )
+    else:
+        graph = None  # searched by an exact scan
+    if graph is not None:
+        connection.execute(graph.format(table=table, n=sql.Literal(dimensions)))
     for index in (
-        "CREATE INDEX ON {table} USING hnsw (dense vector_cosine_ops)",
         "CREATE INDEX ON {table} USING gin (payload jsonb_path_ops)",
         "CREATE INDEX ON {table} USING gin (terms)",
     ):

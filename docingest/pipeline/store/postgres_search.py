@@ -14,7 +14,7 @@ from psycopg import sql
 from qdrant_client import models
 
 from docingest.pipeline.store.postgres_filter import FilterCompiler, Params
-from docingest.pipeline.store.postgres_schema import SPARSE_DIMENSIONS
+from docingest.pipeline.store.postgres_schema import SPARSE_DIMENSIONS, dense_distance
 from docingest.pipeline.store.requests import DENSE, KEYWORD
 
 MAX_EF_SEARCH = 1000
@@ -27,6 +27,7 @@ def run_query(
     request: models.QueryRequest,
     filters: FilterCompiler,
     *,
+    dimensions: int,
     ef_search: int,
 ) -> list[models.ScoredPoint]:
     """The points nearest one dense or keyword query among the filtered, best first (scores
@@ -47,14 +48,14 @@ def run_query(
             filters.compile(request.filter, params)
         )
         params.extend([weighted, limit])
-        order = sql.SQL("keyword <#> %s, id LIMIT %s")
+        order: sql.Composable = sql.SQL("keyword <#> %s, id LIMIT %s")
     elif request.using == DENSE and isinstance(request.query, list):
         vector = np.asarray(request.query, dtype=np.float32)
         params.append(vector)
         score = sql.SQL("1 - (dense <=> %s)")
         where = filters.compile(request.filter, params)
         params.extend([vector, limit])
-        order = sql.SQL("dense <=> %s LIMIT %s")
+        order = sql.SQL("{} LIMIT %s").format(dense_distance(dimensions))
     else:
         raise TypeError(f"no Postgres translation for the query {request!r}")
     statement = sql.SQL("SELECT id, payload, {} FROM {} WHERE {} ORDER BY {}").format(
@@ -66,6 +67,8 @@ def run_query(
             wider = sql.Literal(min(limit, MAX_EF_SEARCH))
             connection.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(wider))
         rows = connection.execute(statement, params).fetchall()
+    if request.using == DENSE:  # a half-precision graph orders by approximate distances
+        rows.sort(key=lambda row: -float(row[2]))
     threshold = request.score_threshold
     return [
         models.ScoredPoint(

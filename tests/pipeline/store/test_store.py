@@ -731,3 +731,33 @@ def test_idle_edge_shards_are_closed_and_loaded_again_on_use(tmp_path: Path) -> 
         assert engine.open_shards() == 1
         wait_until(lambda: engine.open_shards() == 0, timeout=60, what="the idle close")
         assert store.count_points("idle-3") == 2  # loaded again, with what was written
+
+
+@pytest.mark.parametrize("dimensions", [3072, 4096])
+def test_postgres_takes_vectors_wider_than_its_hnsw_on_vector(
+    tmp_path: Path, dimensions: int
+) -> None:
+    """pgvector's HNSW takes 2,000 dimensions of `vector`: wider models (3,072 for
+    text-embedding-3-large) get a graph over half-precision copies, the widest an exact scan;
+    scores are exact cosines either way, best first."""
+    config = IndexConfig(
+        embedding=EmbeddingConfig(provider="openai", model="wide", dimensions=dimensions)
+    )
+    rng = np.random.default_rng(dimensions)
+    vectors = rng.normal(size=(5, dimensions)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with VectorStore.open(store_settings("postgres", tmp_path)) as store:
+        store.create_index("wide", config)
+        chunks = [
+            dataclasses.replace(chunk, dense=vectors[n])
+            for n, chunk in enumerate(records("d1", 1, [f"chunk {n}" for n in range(5)]))
+        ]
+        store.write_chunks("wide", chunks)
+        store.publish("wide", "d1", 1)
+        query = vectors[3] + 0.1 * vectors[1]
+        hits = store.query_dense("wide", query, limit=5)
+    expected = vectors @ (query / np.linalg.norm(query))
+    assert [hit.chunk_index for hit in hits] == list(np.argsort(-expected))
+    assert [round(hit.score, 4) for hit in hits] == [
+        round(float(s), 4) for s in sorted(expected, reverse=True)
+    ]
