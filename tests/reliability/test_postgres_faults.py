@@ -26,6 +26,7 @@ from docingest.pipeline.settings import Settings
 from docingest.pipeline.store import SearchFilter, VectorStore
 from docingest.pipeline.store.filters import metadata_path
 from docingest.pipeline.store.postgres import PostgresEngine
+from docingest.pipeline.store.postgres_schema import SCHEMA_VERSION, StoreSchemaTooNew
 from docingest.pipeline.store.requests import fields_filter, point_of
 from docingest.workers.app import create_celery_app
 from tests.pipeline.store.test_store import CONFIG, records, stored
@@ -184,3 +185,23 @@ def test_hostile_payload_keys_and_nul_characters_are_data_never_sql(tmp_path: Pa
         wanted = SearchFilter.parse({"$not": {"document_id": "d2"}})
         assert [d.document_id for d in store.list_documents("docs", filter=wanted)] == ["d1"]
         assert [i.name for i in store.list_indexes()] == ["docs"]  # the registry is intact
+
+
+def test_a_schema_written_by_a_later_release_is_refused_and_left_alone(tmp_path: Path) -> None:
+    settings = settings_for(postgres_url(), tmp_path)
+    with VectorStore.open(settings) as store:
+        store.create_index("docs", CONFIG)
+    version = sql.Identifier(settings.database_schema, "schema_version")
+    with psycopg.connect(postgres_url(), autocommit=True) as connection:
+        connection.execute(
+            sql.SQL("UPDATE {} SET version = %s").format(version), [SCHEMA_VERSION + 1]
+        )
+    with pytest.raises(StoreSchemaTooNew, match="written by a later docingest release") as raised:
+        VectorStore.open(settings)
+    assert raised.value.code == "store_schema_too_new"
+    with psycopg.connect(postgres_url(), autocommit=True) as connection:
+        row = connection.execute(sql.SQL("SELECT version FROM {}").format(version)).fetchone()
+        assert row == (SCHEMA_VERSION + 1,)  # not rewritten
+        connection.execute(sql.SQL("UPDATE {} SET version = %s").format(version), [SCHEMA_VERSION])
+    with VectorStore.open(settings) as store:  # this release's layout opens as before
+        assert [index.name for index in store.list_indexes()] == ["docs"]
