@@ -30,7 +30,6 @@ from docingest.pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
 from docingest.pipeline.log import configure_logging
 from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings
-from docingest.pipeline.store.engine import store_description
 from docingest.pipeline.webhooks.dispatcher import Dispatcher
 from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis
 from docingest.workers import context
@@ -102,8 +101,11 @@ def check_dependencies(services: Services, *, store: bool) -> None:
         try:
             services.store.ping()
         except IngestError as exc:
-            where = store_description(settings)
-            raise StartupError(f"The store ({where}) is not usable: {exc.message}") from exc
+            where = settings.qdrant_url or f"embedded store in {settings.data_dir / 'edge'}"
+            what = f"Qdrant ({where})"
+            if settings.database_url is not None:
+                what = f"PostgreSQL ({redact_url(settings.database_url.get_secret_value())})"
+            raise StartupError(f"{what} is not usable: {exc.message}") from exc
     check_embedding_endpoints(services)
 
 

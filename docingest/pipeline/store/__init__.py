@@ -1,6 +1,5 @@
-"""The vector store: one Qdrant collection (or PostgreSQL table) per index, staged → live →
-retired versions, on three engines (Qdrant Edge, qdrant-client, PostgreSQL with pgvector), with
-its filters, fencing and transfers."""
+"""The vector store on Qdrant Edge, a Qdrant server or PostgreSQL: staged → live → retired
+versions, with its filters, fencing and transfers."""
 
 from docingest.pipeline.store.filters import SearchFilter
 from docingest.pipeline.store.models import (
