@@ -21,7 +21,7 @@ class DatabaseSettings(BaseSettings):
     database_url: SecretStr | None = None
     """A PostgreSQL server with pgvector (0.7 or later), as `postgresql://user:password@host:
     5432/database`: set, every index is stored there instead of in Qdrant, and every API and
-    worker process may share it (docs/design/decisions/0016-postgres-store.md). Unset: Qdrant
+    worker process may share it (docs/design/decisions/0017-postgres-store.md). Unset: Qdrant
     (the embedded store, or `DOCINGEST_QDRANT_URL`)."""
 
     database_schema: str = Field(default="docingest", pattern=SCHEMA_NAME)
