@@ -108,7 +108,7 @@ def keyword_sum(lists: Lists) -> list[str]:
 FUSIONS: dict[str, Callable[[Lists], list[str]]] = {
     "vector alone": lambda lists: documents(lists["vector"]),
     "keyword alone": lambda lists: documents(lists["keyword"]),
-    "chunk RRF (shipped)": chunk_rrf,
+    "chunk RRF (DOCINGEST_HYBRID_FUSION=rrf)": chunk_rrf,
     "document RRF": lambda lists: rrf(documents(lists["vector"]), documents(lists["keyword"])),
     "document RRF, k=20": lambda lists: rrf(
         documents(lists["vector"]), documents(lists["keyword"]), k=20
@@ -121,7 +121,9 @@ FUSIONS: dict[str, Callable[[Lists], list[str]]] = {
         for w in (0.75, 1.5, 2.0)
     },
     **{
-        f"convex, vector weight {a}": functools.partial(convex, alpha=a)
+        f"convex, vector weight {a}{' (the default)' if a == 0.45 else ''}": functools.partial(
+            convex, alpha=a
+        )
         for a in (0.3, 0.35, 0.4, 0.45, 0.5, 0.6)
     },
     **{

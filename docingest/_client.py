@@ -130,6 +130,12 @@ class Client:
     get_webhook = _bind(ops.get_webhook)
     delete_webhook = _bind(ops.delete_webhook)
     list_deliveries = _bind(ops.list_deliveries)
+    put_source = _bind(ops.put_source)
+    list_sources = _bind(ops.list_sources)
+    get_source = _bind(ops.get_source)
+    delete_source = _bind(ops.delete_source)
+    sync_source = _bind(ops.sync_source)
+    list_source_runs = _bind(ops.list_source_runs)
 
     def wait(
         self,

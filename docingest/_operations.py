@@ -31,6 +31,11 @@ from docingest.models import (
     SearchMode,
     SearchRequest,
     SearchResponse,
+    SourceInfo,
+    SourceList,
+    SourceRun,
+    SourceRunList,
+    SourceSettings,
     UploadAccepted,
     Webhook,
     WebhookEventName,
@@ -201,13 +206,26 @@ def delete_document(index: str, document_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/indexes/{seg(index)}/documents/{seg(document_id)}", nothing)
 
 
-def delete_documents(index: str, filter: Mapping[str, Any]) -> Call[DeleteResult]:
-    """v1.2 `DELETE .../documents?filter=`: every matching document (a count, or a job)."""
+def delete_documents(
+    index: str,
+    filter: Mapping[str, Any] | None = None,
+    *,
+    all_documents: bool = False,
+    limit: int | None = None,
+) -> Call[DeleteResult]:
+    """v1.2 `DELETE .../documents?filter=`: up to `limit` matching documents (the server's
+    bound by default); `more` says whether others still match. A filter that matches every
+    document is refused (400 `invalid_filter`): send `all_documents=True`, without a filter,
+    to delete them all (the request's `all=true`)."""
     return Call(
         "DELETE",
         f"/v1/indexes/{seg(index)}/documents",
         model(DeleteResult),
-        params={"filter": _filter_param(filter)},
+        params={
+            "filter": _filter_param(filter),
+            "all": "true" if all_documents else None,
+            "limit": limit,
+        },
     )
 
 
@@ -303,6 +321,78 @@ def list_deliveries(index: str, name: str) -> Call[list[Delivery]]:
         "GET",
         f"/v1/indexes/{seg(index)}/webhooks/{seg(name)}/deliveries",
         field_of(DeliveryList, "deliveries"),
+    )
+
+
+# --- sources ---
+
+
+def put_source(
+    index: str,
+    name: str,
+    type: str,
+    config: Mapping[str, Any],
+    *,
+    every: str | None = None,
+    prune: bool | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    access: list[str] | None = None,
+) -> Call[SourceInfo]:
+    """v1.3 `PUT /v1/indexes/{index}/sources/{name}`: keep the index in sync with a bucket
+    (`s3`), a website (`web`) or a server folder (`folder`), every `every` (`"15m"`) when
+    given. Secrets in `config` are write-only: answers show them as "***"."""
+    body = SourceSettings.model_validate(
+        {
+            "type": type,
+            "config": dict(config),
+            "schedule": {"every": every} if every is not None else None,
+            "prune": prune,
+            "metadata": dict(metadata) if metadata is not None else None,
+            "access": access,
+        }
+    )
+    return Call(
+        "PUT",
+        f"/v1/indexes/{seg(index)}/sources/{seg(name)}",
+        model(SourceInfo),
+        json=body.to_json(),
+    )
+
+
+def list_sources(index: str) -> Call[list[SourceInfo]]:
+    """v1.3 `GET /v1/indexes/{index}/sources`: the index's sources with their last runs."""
+    return Call("GET", f"/v1/indexes/{seg(index)}/sources", field_of(SourceList, "sources"))
+
+
+def get_source(index: str, name: str) -> Call[SourceInfo]:
+    """v1.3 `GET /v1/indexes/{index}/sources/{name}`."""
+    return Call("GET", f"/v1/indexes/{seg(index)}/sources/{seg(name)}", model(SourceInfo))
+
+
+def delete_source(index: str, name: str, *, delete_documents: bool = False) -> Call[None]:
+    """v1.3 `DELETE /v1/indexes/{index}/sources/{name}`; `delete_documents` also deletes the
+    documents it brought."""
+    return Call(
+        "DELETE",
+        f"/v1/indexes/{seg(index)}/sources/{seg(name)}",
+        nothing,
+        params={"delete_documents": "true" if delete_documents else None},
+    )
+
+
+def sync_source(index: str, name: str) -> Call[SourceRun]:
+    """v1.3 `POST .../sources/{name}/sync`: queue a run now (409 `sync_in_progress` when one
+    is under way)."""
+    return Call("POST", f"/v1/indexes/{seg(index)}/sources/{seg(name)}/sync", model(SourceRun))
+
+
+def list_source_runs(index: str, name: str, *, limit: int | None = None) -> Call[list[SourceRun]]:
+    """v1.3 `GET .../sources/{name}/runs`: the runs, newest first."""
+    return Call(
+        "GET",
+        f"/v1/indexes/{seg(index)}/sources/{seg(name)}/runs",
+        field_of(SourceRunList, "runs"),
+        params={"limit": limit},
     )
 
 

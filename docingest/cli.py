@@ -1,6 +1,7 @@
 """`docingest`: run the service (`serve`, `api`, `worker`), talk to it (`ingest`, `sync`,
-`search`, `status`, `eval`), serve it to agents (`mcp`), preview how files will be cut before
-they are ingested (`inspect`), or move an index between stores (`export`, `import`)."""
+`sources`, `search`, `status`, `eval`), serve it to agents (`mcp`), preview how files will be
+cut before they are ingested (`inspect`), or move an index between stores (`export`,
+`import`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from docingest.folder_sync import add_sync_command
 from docingest.mcp_command import add_mcp_command
 from docingest.pipeline.log import configure_logging
 from docingest.pipeline.settings import ChunkUnit, Settings, get_settings
+from docingest.sources_command import add_sources_command
 from docingest.transfer import add_transfer_commands
 
 
@@ -40,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_commands(commands)
     add_eval_command(commands)
     add_sync_command(commands)
+    add_sources_command(commands)
     add_mcp_command(commands)
     add_transfer_commands(commands)
 

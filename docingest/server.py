@@ -36,6 +36,7 @@ from docingest.workers import context
 from docingest.workers import metrics as worker_metrics
 from docingest.workers.app import create_celery_app
 from docingest.workers.embedded import EmbeddedWorker
+from docingest.workers.sources import SourceScheduler
 from docingest.workers.ticker import HousekeepingTicker
 
 if TYPE_CHECKING:
@@ -168,6 +169,7 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
     worker = EmbeddedWorker(celery_app, concurrency=settings.worker_concurrency)
     ticker = HousekeepingTicker(celery_app, services)
     dispatcher = Dispatcher(services.outbox, settings) if settings.webhook_dispatcher else None
+    sources = SourceScheduler(celery_app, services) if settings.source_scheduler else None
     app = create_app(services=services, celery=celery_app)
     server = _Server(_http_config(app, settings, log_level="warning"))
     base_url = f"http://{settings.host}:{settings.port}"
@@ -175,6 +177,8 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
     ticker.start()
     if dispatcher is not None:
         dispatcher.start()
+    if sources is not None:
+        sources.start()
     if on_ready is not None:
         threading.Thread(
             target=_when_started, args=(server, on_ready, base_url), daemon=True
@@ -195,6 +199,8 @@ def _serve(settings: Settings, *, on_ready: Callable[[str], None] | None) -> int
     try:
         server.run()
     finally:
+        if sources is not None:
+            sources.stop()
         if dispatcher is not None:
             dispatcher.stop()
         ticker.stop()
@@ -369,6 +375,7 @@ def _tick_while_running(
     then stop the metrics."""
     tickers: list[HousekeepingTicker] = []
     dispatchers: list[Dispatcher] = []
+    schedulers: list[SourceScheduler] = []
 
     def start_ticker(**_: Any) -> None:
         services = context.current(settings)
@@ -379,8 +386,14 @@ def _tick_while_running(
             dispatcher = Dispatcher(services.outbox, settings)
             dispatcher.start()
             dispatchers.append(dispatcher)
+        if settings.source_scheduler:
+            scheduler = SourceScheduler(celery_app, services)
+            scheduler.start()
+            schedulers.append(scheduler)
 
     def stop_ticker(**_: Any) -> None:
+        for scheduler in schedulers:
+            scheduler.stop()
         for dispatcher in dispatchers:
             dispatcher.stop()
         for ticker in tickers:

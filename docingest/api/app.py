@@ -17,7 +17,17 @@ from docingest.api.auth import KeyRing
 from docingest.api.deps import AppState
 from docingest.api.errors import install_error_handlers
 from docingest.api.metrics import registry_for
-from docingest.api.routes import docs, documents, indexes, jobs, ops, search, web, webhooks
+from docingest.api.routes import (
+    docs,
+    documents,
+    indexes,
+    jobs,
+    ops,
+    search,
+    sources,
+    web,
+    webhooks,
+)
 from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings, get_settings
 from docingest.workers.app import create_celery_app
@@ -65,6 +75,6 @@ def create_app(
         redoc_url=None,
     )
     install_error_handlers(app)
-    for module in (indexes, documents, jobs, search, webhooks, ops, docs, web):
+    for module in (indexes, documents, jobs, search, webhooks, sources, ops, docs, web):
         app.include_router(module.router)
     return app

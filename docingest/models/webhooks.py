@@ -8,9 +8,17 @@ from pydantic import Field
 
 from docingest.models._base import Body, Model
 
-WebhookEventName = Literal["job.completed", "job.failed", "job.cancelled", "document.deleted"]
+WebhookEventName = Literal[
+    "job.completed",
+    "job.failed",
+    "job.cancelled",
+    "document.deleted",
+    "source.sync.completed",
+    "source.sync.failed",
+]
 ALL_EVENTS: tuple[WebhookEventName, ...] = (
     "job.completed", "job.failed", "job.cancelled", "document.deleted",
+    "source.sync.completed", "source.sync.failed",
 )  # fmt: skip
 """What a subscription gets when it names no events."""
 

@@ -35,6 +35,10 @@
     │   ├── WebhookUrlNotAllowed      webhook_url_not_allowed (resolves to a private address)
     │   ├── WebhookNotFound           webhook_not_found
     │   ├── InvalidRerank             validation_error (a rerank config naming no provider)
+    │   ├── InvalidSource             invalid_source (a bad source name, type, config, or a
+    │   │                             target on a private address)
+    │   ├── SourceNotFound            source_not_found
+    │   ├── SyncInProgress            sync_in_progress (a run of the source is under way)
     │   ├── Unauthorized              unauthorized
     │   └── Forbidden                 forbidden
     └── TransientError                worth retrying with backoff
@@ -43,10 +47,15 @@
         ├── DependencyUnavailable     dependency_unavailable
         ├── EmbeddingUnavailable      embedding_failed (the provider kept failing; the job
         │                             is re-queued, and fails with this code at its last try)
+        ├── EmbeddingBusy             embedding_busy (a search found every query-embedding
+        │                             slot of its provider taken)
         ├── StoreLocked               store_locked (another process holds the embedded store)
         ├── DocumentBusy              document_busy
         └── StagingFull               staging_full (the staging quota or disk is full)
 
+    SourceUnreadable                  a source run cannot read its source (bucket_not_found,
+                                      access_denied, source_unreachable, source_error,
+                                      folder_not_found): the run ends `failed` with it
     RerankFailed                      the second stage of a search failed (timeout,
                                       rate_limited, rerank_unavailable, rerank_refused,
                                       rerank_bad_reply, rerank_not_configured,
@@ -258,6 +267,24 @@ class InvalidRerank(RequestError):
     code = "validation_error"
 
 
+class InvalidSource(RequestError):
+    code = "invalid_source"
+
+
+class SourceNotFound(RequestError):
+    code = "source_not_found"
+
+
+class SyncInProgress(RequestError):
+    """A run of the source is queued or running; `run` is it, as the API shows it."""
+
+    code = "sync_in_progress"
+
+    def __init__(self, message: str, run: object = None) -> None:
+        super().__init__(message)
+        self.run = run
+
+
 class Unauthorized(RequestError):
     """No API key, or an unknown one."""
 
@@ -322,6 +349,15 @@ class RerankFailed(_Coded):
         self.code = code
 
 
+class SourceUnreadable(_Coded):
+    """A source run cannot list or read its source at all; `code` says why (see the tree).
+    One item that cannot be read is not this: it counts as failed and the run goes on."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class ControlSignal(_Coded):
     """A job stops on purpose (cancelled, or superseded by a newer upload): not an error, and
     no `except IngestError` catches it."""
@@ -345,3 +381,10 @@ class Cancelled(ControlSignal):
 
     def __init__(self, message: str = "The job was cancelled; the index is as it was.") -> None:
         super().__init__(message)
+
+
+class EmbeddingBusy(TransientError):
+    """Every query-embedding slot of the index's provider is taken (a slow or hung endpoint,
+    or more searches at once than `query_embedding_concurrency`): retry shortly."""
+
+    code = "embedding_busy"

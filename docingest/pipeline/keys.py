@@ -31,6 +31,19 @@
     {prefix}webhooks:deleting         hash: deletes under way, JSON [index, doc] → JSON
                                       {"version", "at"}; its `document.deleted` event is
                                       written when the delete ends (`docingest.pipeline.outbox`)
+    {prefix}sources:index:{index}     hash: an index's sources, name → JSON (secrets in clear,
+                                      never shown; `docingest.pipeline.sources.store`)
+    {prefix}sources:due               zset: JSON [index, name] of sources due, scored by when
+    {prefix}source:lease:{index}:{name}
+                                      string with a TTL: the token of the process running it
+    {prefix}source:runs:{index}:{name}
+                                      hash: run id → Run JSON (`source:runorder:...`: the
+                                      run ids, scored by when each began)
+    {prefix}source:items:{index}:{name}
+                                      hash: item id → fingerprint JSON of what it brought
+    {prefix}source:seen:{index}:{name}
+                                      set: the item ids the current run has compared (its
+                                      checkpoint); `...:jobs` hash: job id → item id
     {prefix}celery:...                the Celery broker's keys (kombu's global key prefix;
                                       `docingest.workers.broker` reads its queue lists)
     docingest:ratelimit:{scope}:log   zset: the embedding rate limiter's reservations
@@ -185,6 +198,19 @@ class Keys:
     @property
     def webhooks_deleting(self) -> str:
         return f"{self.prefix}webhooks:deleting"
+
+    def sources(self, index: str) -> str:
+        """An index's sources: name → JSON."""
+        return f"{self.prefix}sources:index:{index}"
+
+    @property
+    def sources_due(self) -> str:
+        return f"{self.prefix}sources:due"
+
+    def source_key(self, kind: str, index: str, name: str) -> str:
+        """One of a source's own keys: `lease`, `runs`, `runorder`, `items`, `seen`,
+        `jobs` (neither index nor source names hold ":")."""
+        return f"{self.prefix}source:{kind}:{index}:{name}"
 
     @property
     def broker_prefix(self) -> str:

@@ -104,3 +104,20 @@ RERANK_SECONDS = Histogram(
     ["provider"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+SOURCE_RUNS = Counter(
+    "docingest_source_runs",
+    "Source runs this process ended, by index, source and status (completed, failed).",
+    ["index", "source", "status"],
+)
+SOURCE_ITEMS = Counter(
+    "docingest_source_items",
+    "Items this process's source runs compared, by index, source and outcome (new, changed, "
+    "unchanged, deleted, failed).",
+    ["index", "source", "outcome"],
+)
+SOURCE_RUN_SECONDS = Histogram(
+    "docingest_source_run_duration_seconds",
+    "Time from start to end of the source runs this process ended.",
+    ["index", "source"],
+    buckets=_DURATION_BUCKETS,
+)

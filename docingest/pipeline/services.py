@@ -17,6 +17,7 @@ from redis import Redis
 
 from docingest.pipeline.chunking import ChunkingSpec
 from docingest.pipeline.embedders.base import Embedder, EmbeddingConfig, QueryCache
+from docingest.pipeline.embedders.bounded import BoundedQueries
 from docingest.pipeline.embedders.registry import build_embedder
 from docingest.pipeline.errors import (
     DependencyUnavailable,
@@ -88,6 +89,8 @@ class Services:
         self._rerankers: dict[tuple[str, str], Reranker] = {}
         self._rerank_gates: dict[str, threading.BoundedSemaphore] = {}
         """One per provider: the bulkhead of `docingest.pipeline.rerank.bounded`."""
+        self._query_gates: dict[str, threading.BoundedSemaphore] = {}
+        """One per provider: the bulkhead of `docingest.pipeline.embedders.bounded`."""
         self._lock = threading.RLock()
 
     @property
@@ -122,6 +125,15 @@ class Services:
                 self._embedders[key] = embedder
                 self._embedders[(config.provider, config.model, embedder.dimensions)] = embedder
             return embedder
+
+    def query_embedder_for(self, config: EmbeddingConfig) -> Embedder:
+        """`embedder_for(config)` with its query embeddings bounded in number at once per
+        provider (`docingest.pipeline.embedders.bounded`): the embedder searches use."""
+        embedder = self.embedder_for(config)
+        most = self.settings.query_embedding_concurrency
+        with self._lock:
+            gate = self._query_gates.setdefault(embedder.provider, threading.BoundedSemaphore(most))
+        return BoundedQueries(embedder, gate, most=most)
 
     def resolve_embedding(self, config: EmbeddingConfig) -> EmbeddingConfig:
         """Return `config` with `dimensions` set to the size its embedder really produces.
@@ -251,7 +263,7 @@ class Services:
         """Run `request` against `index` with the embedder its config names, re-ranked as
         the request, the index and the settings say; a rerank sent is counted in the
         index's usage (a Redis outage skips the count, never the search)."""
-        target = resolve_target(self.store, index, embedder_for=self.embedder_for)
+        target = resolve_target(self.store, index, embedder_for=self.query_embedder_for)
         reranking = Reranking(
             defaults=RerankDefaults.from_settings(self.settings),
             reranker_for=self.reranker_for,
@@ -282,7 +294,8 @@ class Services:
         return None
 
     def close(self) -> None:
-        """Release the store (and its local-mode lock) and the Redis connections."""
+        """Release the store (and its local-mode lock), the providers' connections and the
+        Redis connections."""
         with self._lock:
             if self._store is not None:
                 self._store.close()
@@ -290,6 +303,11 @@ class Services:
             for reranker in self._rerankers.values():
                 reranker.close()
             self._rerankers.clear()
+            for embedder in {id(e): e for e in self._embedders.values()}.values():
+                close = getattr(embedder, "close", None)  # a provider's HTTP client, if any
+                if close is not None:
+                    close()
+            self._embedders.clear()
         self.redis.close()
 
 

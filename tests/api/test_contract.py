@@ -80,7 +80,7 @@ def test_the_planned_endpoints_are_not_served_yet(client: httpx.Client) -> None:
     schema = client.get("/openapi.json").raise_for_status().json()
     served = {(method, path) for path, ops in schema["paths"].items() for method in ops}
     planned = planned_endpoints() - documented_endpoints()  # extensions of served ones aside
-    assert ("post", "/v1/keys") in planned and len(planned) >= 8
+    assert ("post", "/v1/keys") in planned and len(planned) >= 3
     landed = planned & served
     assert not landed, f"served now, so document it above the planned part: {sorted(landed)}"
 

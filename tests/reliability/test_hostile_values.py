@@ -306,3 +306,19 @@ def test_any_json_as_a_filter_or_metadata_is_never_a_server_error(
         _acceptable(response)
     if served.services.store.live_document(INDEX, KEPT) is None:  # a delete matched it
         ingest(served.services, KEPT, 2, team="a")
+
+
+def test_a_typed_filter_reads_alike_in_search_listing_and_delete(served: Served) -> None:
+    """The listing and delete by filter read a filter against the index's schema, as a search
+    does: a string for a declared integer is refused everywhere, never silently matched as a
+    keyword (which found nothing in the listing and deleted nothing)."""
+    for response in (
+        search(served, {"year": "2021"}),
+        listing(served, {"year": "2021"}),
+        delete_by(served, {"year": "2021"}),
+    ):
+        assert is_contract_error(response, status=400, code="invalid_filter")
+    found = listing(served, {"year": {"gte": 2021}}).raise_for_status().json()["documents"]
+    hits = search(served, {"year": {"gte": 2021}}).raise_for_status().json()["results"]
+    listed = {document["document_id"] for document in found}
+    assert listed == {hit["document_id"] for hit in hits} == {"other-1.txt", "other-2.txt"}

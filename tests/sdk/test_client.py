@@ -137,3 +137,21 @@ def test_the_async_client_does_the_same(sdk_serve: ServiceEnv, ingested: dict[st
 
     status, ids, top = asyncio.run(scenario())
     assert status == "completed" and "a.txt" in ids and top == "a.txt"
+
+
+def test_delete_documents_by_filter_in_bounded_rounds_or_all(client: docingest.Client) -> None:
+    index = "sdk-delete"
+    for number in range(3):
+        client.ingest(index, f"Delete round {number}.".encode(), filename=f"d{number}.txt",
+                      metadata={"kind": "draft" if number else "final"})  # fmt: skip
+    with pytest.raises(docingest.DocingestError) as refused:
+        client.delete_documents(index, {"document_id": {"exists": True}})  # matches all
+    assert refused.value.code == "invalid_filter"
+    first = client.delete_documents(index, {"kind": "draft"}, limit=1)
+    assert (first.deleted, first.more) == (1, True)
+    second = client.delete_documents(index, {"kind": "draft"}, limit=1)
+    assert (second.deleted, second.more) == (1, False)
+    assert [doc.document_id for doc in client.iter_documents(index)] == ["d0.txt"]
+    everything = client.delete_documents(index, all_documents=True)
+    assert (everything.deleted, everything.more) == (1, False)
+    assert list(client.iter_documents(index)) == []

@@ -322,6 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
         owner._record(request)
         fault = request.fault or Fault()
         if fault.delay and owner._stopping.wait(fault.delay):
+            self.close_connection = True  # stopping: the client sees its connection end
             return
         if fault.disconnect:
             self.close_connection = True
@@ -342,6 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
                 dimensions += 1
             encoded = owner.embedding_reply(request, dimensions=dimensions)
         if (wait := owner._answer_delay(received)) > 0 and owner._stopping.wait(wait):
+            self.close_connection = True
             return
         request.status = status
         request.answered = time.monotonic()

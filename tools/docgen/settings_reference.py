@@ -43,6 +43,7 @@ BASE_TITLES = {
     "SearchSettings": "hybrid search (may change at any time)",
     "RerankSettings": "rerank (the second stage of a search; may change at any time)",
     "WebhookSettings": "webhooks",
+    "SourceSettings": "sources (buckets, websites and server folders kept in sync)",
 }
 """The group title of each base class of `Settings`; a base missing here fails the render."""
 

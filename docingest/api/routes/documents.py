@@ -27,7 +27,7 @@ from docingest.pipeline.jobs.job import JobSpec
 from docingest.pipeline.keys import JobStatus
 from docingest.pipeline.metadata import parse_user_metadata
 from docingest.pipeline.settings import Settings
-from docingest.pipeline.store import SearchFilter, StoredDocument, chunk_pages
+from docingest.pipeline.store import SearchFilter, StoredDocument, VectorStore, chunk_pages
 from docingest.pipeline.store.chunk_pages import ChunkPage, document_chunks
 from docingest.pipeline.store.documents import MAX_PAGE
 from docingest.pipeline.store.schema import validate_metadata
@@ -210,7 +210,7 @@ def list_documents(
     A request with none of `filter`, `limit` and `cursor` is a v1 request and gets every
     document in one answer, as v1 did (`next_cursor` null); paging clients send `limit`.
     """
-    search_filter = _parse_filter(filter)
+    search_filter = _parse_filter(filter, store, index)
     if filter is None and limit is None and cursor is None:
         return DocumentList(documents=store.list_documents(index))
     documents, following = list_documents_page(
@@ -240,7 +240,7 @@ def delete_documents(
     """Delete up to `limit` documents the filter matches, each as a single DELETE does;
     `more` says whether others still match (send the request again). A filter that matches
     every document is refused like no filter (`delete_matching`): that takes all=true."""
-    search_filter = _parse_filter(filter)
+    search_filter = _parse_filter(filter, services.store, index)
     if all and filter is not None:
         raise InvalidFilter("all=true deletes every document; send it without a filter.")
     if search_filter is None and not all:
@@ -279,9 +279,15 @@ def patch_document(
     return patch_metadata(services, index, document_id, body.metadata)
 
 
-def _parse_filter(raw: str | None) -> SearchFilter | None:
+def _parse_filter(raw: str | None, store: VectorStore, index: str) -> SearchFilter | None:
+    """The filter parameter read against the index's `metadata_schema`, as a search reads
+    it, so a filter selects the same documents everywhere (an unknown index: no schema; the
+    store answers `index_not_found` next)."""
     parsed = filter_param(raw)
-    return None if parsed is None else SearchFilter.parse(parsed)
+    if parsed is None:
+        return None
+    config = store.index_config(index)
+    return SearchFilter.parse(parsed, schema=None if config is None else config.metadata_schema)
 
 
 @router.delete("/{document_id:path}", status_code=204)

@@ -1,5 +1,5 @@
 // docingest web page: pick an index, upload files and follow their jobs, list and delete
-// documents, search. No framework and no build step. Server text only ever reaches the page
+// documents, see and run sources, search. No framework and no build step. Server text only ever reaches the page
 // through textContent (never innerHTML), so a document cannot inject markup.
 
 const KEY_STORAGE = "docingest.apiKey";
@@ -179,6 +179,7 @@ async function chooseIndex(name) {
     $("#search-summary").textContent = "";
   }
   await loadDocuments();
+  await loadSources();
 }
 
 function showIndexInfo() {
@@ -763,6 +764,77 @@ function setUpKeyForm() {
   });
 }
 
+// ---------- sources ----------
+
+async function loadSources() {
+  const table = $("#sources");
+  const empty = $("#sources-empty");
+  if (!state.index) {
+    table.hidden = true;
+    empty.hidden = true;
+    return;
+  }
+  const index = state.index;
+  let sources;
+  try {
+    sources = (await api(`${indexPath(index)}/sources`)).sources;
+  } catch (error) {
+    reportError(error, "Could not list the sources");
+    return;
+  }
+  if (index !== state.index) return;
+  table.tBodies[0].replaceChildren(...sources.map(sourceRow));
+  table.hidden = sources.length === 0;
+  empty.hidden = sources.length !== 0;
+}
+
+function runText(run) {
+  if (!run) return "never run";
+  const c = run.counts;
+  const outcome = run.error ? `${run.status} (${run.error.code})` : run.status;
+  return (
+    `${outcome}: ${c.listed} listed, ${c.new} new, ${c.changed} changed, ` +
+    `${c.unchanged} unchanged, ${c.deleted} deleted, ${c.failed} failed`
+  );
+}
+
+function sourceRow(source) {
+  const sync = el("button", {
+    type: "button",
+    className: "secondary",
+    textContent: "Sync now",
+    "aria-label": `Sync ${source.name} now`,
+  });
+  sync.addEventListener("click", () => syncSource(source.name, sync));
+  return el(
+    "tr",
+    { dataset: { source: source.name } },
+    el("td", { dataset: { label: "Source" }, textContent: `${source.name} (${source.type})` }),
+    el("td", {
+      dataset: { label: "Schedule" },
+      textContent: source.schedule ? `every ${source.schedule.every}` : "on request",
+    }),
+    el("td", { dataset: { label: "Last run" }, className: "run", textContent: runText(source.last_run) }),
+    el("td", { dataset: { label: "Next run" }, textContent: formatTime(source.next_run_at) || "-" }),
+    el("td", { className: "actions" }, sync),
+  );
+}
+
+async function syncSource(name, button) {
+  button.disabled = true;
+  try {
+    await api(`${indexPath(state.index)}/sources/${encodeURIComponent(name)}/sync`, {
+      method: "POST",
+    });
+    showMessage(`A run of '${name}' is queued.`, { kind: "info" });
+  } catch (error) {
+    reportError(error, `Could not sync '${name}'`);
+  } finally {
+    button.disabled = false;
+  }
+  await loadSources();
+}
+
 // ---------- start ----------
 
 function start() {
@@ -775,6 +847,7 @@ function start() {
     await loadDocuments();
     await refreshIndexInfo();
   });
+  $("#sources-refresh").addEventListener("click", loadSources);
   $("#search-form").addEventListener("submit", runSearch);
   $("#uploads-clear").addEventListener("click", () => {
     for (const row of document.querySelectorAll("#uploads .upload.final")) row.remove();

@@ -15,6 +15,11 @@ where the chunker cuts; `SpanLength.exact_at` says so. Elsewhere (a cut inside a
 or a byte-level BPE / SentencePiece tokenizer, where a word's token depends on the space
 before it) the count can be off by a token or two at the edges, so the chunker re-counts
 such chunks on their own text and shrinks any that overflow.
+
+A token counts as one per `MAX_TOKEN_CHARS` characters it covers. Real tokens are far
+shorter, but a tokenizer maps a word it cannot split to one unknown token (WordPiece: any
+word over 100 characters), so a run of such words would otherwise make one "token-sized"
+chunk of megabytes, answered whole in every search hit.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ from typing import Protocol
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
 from docingest.pipeline.settings import ChunkUnit
+
+MAX_TOKEN_CHARS = 16
+"""Characters one token may stand for when measuring (see the module's docstring): a
+chunk of `n` tokens holds at most `16 n` characters. Tokens of real text average 3-6."""
 
 DEFAULT_TOKENIZER_PATH = Path(__file__).parent.parent / "resources" / "minilm-l6-v2-tokenizer.json"
 """The all-MiniLM-L6-v2 WordPiece tokenizer shipped with the package."""
@@ -214,11 +223,11 @@ class TokenCounter:
         return self._word_bounded
 
     def __call__(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        return _counted(self.tokenizer.encode(text, add_special_tokens=False).offsets)
 
     def batch(self, texts: Sequence[str]) -> list[int]:
         encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        return [len(encoding.ids) for encoding in encodings]
+        return [_counted(encoding.offsets) for encoding in encodings]
 
     def measure_spans(self, text: str, regions: Sequence[tuple[int, int]]) -> SpanLength:
         encodings = self.tokenizer.encode_batch(
@@ -226,9 +235,17 @@ class TokenCounter:
         )
         starts: list[int] = []
         for (region_start, _), encoding in zip(regions, encodings, strict=True):
-            starts.extend(region_start + offset[0] for offset in encoding.offsets)
+            for token_start, token_end in encoding.offsets:
+                # A long token counts once per MAX_TOKEN_CHARS: a start for each.
+                first = region_start + token_start
+                starts.extend(range(first, region_start + token_end, MAX_TOKEN_CHARS) or [first])
         starts.sort()  # offsets are in order within a region; this only guards odd normalisers
         return _TokenSpans(text, starts, word_bounded=self.word_bounded)
+
+
+def _counted(offsets: Sequence[tuple[int, int]]) -> int:
+    """Tokens of an encoding with these offsets, a long one counted once per MAX_TOKEN_CHARS."""
+    return sum(max(1, -(-(end - start) // MAX_TOKEN_CHARS)) for start, end in offsets)
 
 
 @lru_cache(maxsize=8)

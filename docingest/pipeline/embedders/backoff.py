@@ -26,7 +26,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -145,6 +145,18 @@ def describe(error: BaseException) -> str:
     if isinstance(error, openai.APIConnectionError):
         return f"cannot connect to {error.request.url}: {error.__cause__ or error}"
     return str(error)
+
+
+def describe_retries(errors: Sequence[BaseException], attempts: int, *, where: str = "") -> str:
+    """Say how retries ended: `after N attempts<where>: <the telling error>`, where a last
+    attempt that the deadline cut short defers to the error before it, which says more."""
+    error = errors[-1]
+    cause = describe(error)
+    timeout = openai.APITimeoutError
+    earlier = errors[-2] if len(errors) > 1 else None
+    if isinstance(error, timeout) and earlier and not isinstance(earlier, timeout):
+        cause = f"{describe(earlier)} (the last attempt timed out at the deadline)"
+    return f"after {attempts} attempt{'s' if attempts > 1 else ''}{where}: {cause}"
 
 
 @dataclass(frozen=True, slots=True)

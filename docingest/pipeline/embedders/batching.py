@@ -34,26 +34,6 @@ from docingest.pipeline.embedders.base import ProgressCallback, unit_normalise
 
 
 @dataclass(frozen=True, slots=True)
-class ModelSpec:
-    """What the provider documents about one embedding model."""
-
-    dimensions: int
-    """Native vector size."""
-    max_input_tokens: int
-    """Longest input the model accepts, in tokens."""
-    shortenable: bool
-    """Whether the API accepts `dimensions` to return shorter (Matryoshka) vectors."""
-
-
-KNOWN_MODELS: dict[str, ModelSpec] = {
-    "text-embedding-3-small": ModelSpec(1536, 8191, shortenable=True),
-    "text-embedding-3-large": ModelSpec(3072, 8191, shortenable=True),
-    "text-embedding-ada-002": ModelSpec(1536, 8191, shortenable=False),
-}
-"""OpenAI's embedding models; other models are sized from their first response."""
-
-
-@dataclass(frozen=True, slots=True)
 class Piece:
     """One string sent to the provider: a whole input, or one window of a long one."""
 

@@ -32,8 +32,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import openai
 
+from docingest.pipeline import metrics
 from docingest.pipeline.embedders.ratelimit import NoRateLimit, RateLimiter, build_rate_limiter
-from docingest.pipeline.embedders.usage import PRIMARY
+from docingest.pipeline.embedders.usage import PRIMARY, record_request
 from docingest.pipeline.errors import EmbeddingFailed
 from docingest.pipeline.settings import Settings
 
@@ -187,6 +188,18 @@ class Endpoint:
     @property
     def is_fallback(self) -> bool:
         return self.label != PRIMARY
+
+    def served(self, inputs: int, tokens: int) -> None:
+        """Count a served request for the job and the metrics; say which endpoint served."""
+        record_request(self.label, tokens=tokens)
+        metrics.EMBEDDING_ENDPOINT_REQUESTS.labels(self.label).inc()
+        metrics.EMBEDDING_ENDPOINT_TOKENS.labels(self.label).inc(tokens)
+        if self.breaker.succeeded():
+            log.warning("embedding endpoint %s (%s) answered again: circuit closed", self.label,
+                        self.url)  # fmt: skip
+        level = logging.INFO if self.is_fallback else logging.DEBUG
+        log.log(level, "%d inputs (%d tokens) embedded by %s (%s)", inputs, tokens, self.label,
+                self.url)  # fmt: skip
 
     def refuse(self, reason: str) -> None:
         self.refused = reason

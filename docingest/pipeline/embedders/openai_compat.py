@@ -45,12 +45,12 @@ from docingest.pipeline.embedders.backoff import (
     Reply,
     build_retrying,
     describe,
+    describe_retries,
     is_retryable,
     parse_reply,
 )
 from docingest.pipeline.embedders.base import COUNTERS, ProgressCallback, unit_normalise
 from docingest.pipeline.embedders.batching import (
-    KNOWN_MODELS,
     Batch,
     BatchRun,
     iter_batches,
@@ -58,8 +58,9 @@ from docingest.pipeline.embedders.batching import (
 )
 from docingest.pipeline.embedders.endpoint_check import PROBE_TEXT, EndpointRefused, SameModelCheck
 from docingest.pipeline.embedders.endpoints import Endpoint, build_endpoints
+from docingest.pipeline.embedders.models import sizing
 from docingest.pipeline.embedders.ratelimit import RateLimiter
-from docingest.pipeline.embedders.usage import PRIMARY, record_request
+from docingest.pipeline.embedders.usage import PRIMARY
 from docingest.pipeline.errors import EmbeddingFailed, EmbeddingUnavailable
 from docingest.pipeline.settings import Settings
 
@@ -101,31 +102,21 @@ class OpenAICompatibleEmbedder:
         concurrency: int = 4,
         timeout_seconds: float = 60.0,
         retry: ProviderRetryPolicy | None = None,
+        query_deadline_seconds: float | None = None,
         limiter: RateLimiter | None = None,
         endpoints: Sequence[Endpoint] | None = None,
     ) -> None:
-        """`max_input_tokens` defaults to the model's documented limit (none if unknown).
-
-        `dimensions` is sent to the server for a shortenable model asking for fewer than
-        its native size, and for an unknown model whenever given; None means native size
-        (an unknown model's is learnt from its first reply).
+        """`dimensions` and `max_input_tokens` as `models.sizing` says (None: the model's
+        native size, an unknown model's learnt from its first reply; its documented limit).
 
         Give either `client` (and `limiter`): one endpoint; or `endpoints`, the primary
         first. With more than one, each is checked before its first batch.
+
+        `query_deadline_seconds` bounds a query's embedding, retries included (a search
+        waits for it); None means `retry`'s deadline, as for documents.
         """
-        spec = KNOWN_MODELS.get(model)
-        self._send_dimensions: int | None = None
-        if spec is not None:
-            if dimensions is not None and dimensions != spec.dimensions:
-                if not spec.shortenable or dimensions > spec.dimensions:
-                    raise ValueError(
-                        f"{model} returns {spec.dimensions} dimensions; {dimensions} unsupported"
-                    )
-                self._send_dimensions = dimensions
-            dimensions = dimensions or spec.dimensions
-            max_input_tokens = max_input_tokens or spec.max_input_tokens
-        elif dimensions is not None:
-            self._send_dimensions = dimensions
+        sized = sizing(model, dimensions, max_input_tokens)
+        self._send_dimensions = sized.send_dimensions
         if endpoints is None:
             if client is None:
                 raise ValueError("give a client or endpoints")
@@ -135,13 +126,18 @@ class OpenAICompatibleEmbedder:
         if len(self._endpoints) == 1:  # nothing to tell apart: a lone endpoint is not probed
             self._endpoints[0].checked = True
         self.model = model
-        self._dimensions = dimensions
+        self._dimensions = sized.dimensions
         self.max_batch = max_batch
         self.max_batch_tokens = max_batch_tokens
-        self.max_input_tokens = max_input_tokens
+        self.max_input_tokens = sized.max_input_tokens
         self.concurrency = concurrency
         self._timeout = timeout_seconds
         self._retry = retry or ProviderRetryPolicy()
+        self._query_retry = (
+            self._retry
+            if query_deadline_seconds is None
+            else replace(self._retry, deadline_seconds=query_deadline_seconds)
+        )
         self._counter = token_counter(model)
         self._lock = threading.Lock()
         self._same_model = SameModelCheck(model, probe=self._probe, size=self._size)
@@ -173,6 +169,7 @@ class OpenAICompatibleEmbedder:
             concurrency=settings.embedding_concurrency,
             timeout_seconds=settings.embedding_timeout_seconds,
             retry=ProviderRetryPolicy.from_settings(settings),
+            query_deadline_seconds=settings.query_embedding_deadline_seconds,
             endpoints=build_endpoints(settings, redis),
         )
 
@@ -201,8 +198,9 @@ class OpenAICompatibleEmbedder:
         return self._embed(texts, on_progress)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Embed one query in its own request (OpenAI models need no query prefix)."""
-        vector: np.ndarray = self._embed([text], None)[0]
+        """Embed one query in its own request (OpenAI models need no query prefix), retried
+        within the query's deadline, not the documents'."""
+        vector: np.ndarray = self._embed([text], None, self._query_retry)[0]
         return vector
 
     def check_endpoints(self) -> dict[str, str]:
@@ -221,8 +219,15 @@ class OpenAICompatibleEmbedder:
         for endpoint in self._endpoints:
             endpoint.client.close()
 
-    def _embed(self, texts: Sequence[str], on_progress: ProgressCallback | None) -> np.ndarray:
-        """Plan the batches, embed them on the pool as they are planned, and reassemble."""
+    def _embed(
+        self,
+        texts: Sequence[str],
+        on_progress: ProgressCallback | None,
+        retry: ProviderRetryPolicy | None = None,
+    ) -> np.ndarray:
+        """Plan the batches, embed them on the pool as they are planned, and reassemble;
+        each batch is retried on each endpoint as `retry` says (documents' by default)."""
+        retry = retry or self._retry
         for index, text in enumerate(texts):
             if not text:
                 raise ValueError(f"input {index} is empty; embedding providers reject it")
@@ -239,7 +244,9 @@ class OpenAICompatibleEmbedder:
             ):
                 # in the caller's context, so its log lines keep the job's fields
                 context = contextvars.copy_context()
-                run.submitted(batch, pool.submit(context.run, self._embed_batch, batch, abort))
+                run.submitted(
+                    batch, pool.submit(context.run, self._embed_batch, batch, abort, retry)
+                )
                 run.collect(block=False)
             while not run.complete:
                 run.collect(block=True)
@@ -250,7 +257,9 @@ class OpenAICompatibleEmbedder:
         pool.shutdown(wait=True)
         return run.vectors()
 
-    def _embed_batch(self, batch: Batch, abort: threading.Event) -> np.ndarray:
+    def _embed_batch(
+        self, batch: Batch, abort: threading.Event, retry: ProviderRetryPolicy
+    ) -> np.ndarray:
         """Embed one batch on the first endpoint that serves it; raise EmbeddingFailed when
         it cannot succeed, EmbeddingUnavailable when no endpoint could serve it now."""
         skipped: list[str] = []
@@ -267,7 +276,9 @@ class OpenAICompatibleEmbedder:
                 gave_up.append(_GaveUp(EmbeddingUnavailable(skipped[-1])))
                 continue
             try:
-                return self._embed_on(endpoint, batch, abort, probe=admitted == "probe")
+                return self._embed_on(
+                    endpoint, batch, abort, probe=admitted == "probe", retry=retry
+                )
             except _Aborted:
                 if admitted == "probe":
                     endpoint.breaker.probe_ended()
@@ -299,12 +310,18 @@ class OpenAICompatibleEmbedder:
         )
 
     def _embed_on(
-        self, endpoint: Endpoint, batch: Batch, abort: threading.Event, *, probe: bool
+        self,
+        endpoint: Endpoint,
+        batch: Batch,
+        abort: threading.Event,
+        *,
+        probe: bool,
+        retry: ProviderRetryPolicy,
     ) -> np.ndarray:
         """Embed one batch on `endpoint`, retrying it there (a half-open `probe` tries once);
         `_GaveUp` when its retries or its circuit say stop."""
-        deadline = time.monotonic() + self._retry.deadline_seconds
-        policy = replace(self._retry, max_attempts=1) if probe else self._retry
+        deadline = time.monotonic() + retry.deadline_seconds
+        policy = replace(retry, max_attempts=1) if probe else retry
         breaker = endpoint.breaker
         retrying = build_retrying(
             policy,
@@ -343,17 +360,10 @@ class OpenAICompatibleEmbedder:
                 raise _Aborted from None
             error = exc.last_attempt.exception()
             assert error is not None
-            attempts = exc.last_attempt.attempt_number
-            plural = "s" if attempts > 1 else ""
-            cause = describe(error)
-            timeout = openai.APITimeoutError
-            earlier = errors[-2] if len(errors) > 1 else None
-            if isinstance(error, timeout) and earlier and not isinstance(earlier, timeout):
-                # The deadline cut the last attempt short: the error before it says more.
-                cause = f"{describe(earlier)} (the last attempt timed out at the deadline)"
             where = f" on {endpoint.label}" if len(self._endpoints) > 1 else ""
+            attempts = exc.last_attempt.attempt_number
             failure = EmbeddingUnavailable(
-                f"Embedding failed after {attempts} attempt{plural}{where}: {cause}"
+                f"Embedding failed {describe_retries(errors, attempts, where=where)}"
             )
             failure.__cause__ = error
             raise _GaveUp(failure) from error
@@ -403,23 +413,8 @@ class OpenAICompatibleEmbedder:
         content = self._send(endpoint, batch.texts, tokens=batch.tokens, timeout=timeout)
         reply = parse_reply(content, len(batch.pieces))
         vectors = self._vectors(reply)
-        self._served(endpoint, len(batch.pieces), reply.prompt_tokens or batch.tokens)
+        endpoint.served(len(batch.pieces), reply.prompt_tokens or batch.tokens)
         return vectors
-
-    def _served(self, endpoint: Endpoint, inputs: int, tokens: int) -> None:
-        """Count a served request for the job and the metrics; say which endpoint served."""
-        record_request(endpoint.label, tokens=tokens)
-        metrics.EMBEDDING_ENDPOINT_REQUESTS.labels(endpoint.label).inc()
-        metrics.EMBEDDING_ENDPOINT_TOKENS.labels(endpoint.label).inc(tokens)
-        if endpoint.breaker.succeeded():
-            logger.warning(
-                "embedding endpoint %s (%s) answered again: circuit closed",
-                endpoint.label,
-                endpoint.url,
-            )
-        log = logger.info if endpoint.is_fallback else logger.debug
-        log("%d inputs (%d tokens) embedded by %s (%s)", inputs, tokens, endpoint.label,
-            endpoint.url)  # fmt: skip
 
     def _vectors(self, reply: Reply) -> np.ndarray:
         """Unit vectors of a reply in input order; learn the size if still unknown."""

@@ -10,6 +10,8 @@ class Event(StrEnum):
     JOB_FAILED = "job.failed"
     JOB_CANCELLED = "job.cancelled"
     DOCUMENT_DELETED = "document.deleted"
+    SOURCE_SYNC_COMPLETED = "source.sync.completed"
+    SOURCE_SYNC_FAILED = "source.sync.failed"
 
 
 EVENTS: frozenset[str] = frozenset(event.value for event in Event)

@@ -98,7 +98,14 @@ local slow_room = tonumber(ARGV[9])
 local function target_of(url)
     local origin = string.match(url or '', '^(%a[%w+.-]*://[^/?#]*)')
     if not origin then return '' end
-    return string.lower((string.gsub(origin, '//[^@]*@', '//')))
+    origin = string.lower((string.gsub(origin, '//[^@]*@', '//')))
+    -- One receiver, however its URL is spelt: drop the scheme's default port.
+    if string.sub(origin, 1, 7) == 'http://' then
+        origin = (string.gsub(origin, ':80$', ''))
+    elseif string.sub(origin, 1, 8) == 'https://' then
+        origin = (string.gsub(origin, ':443$', ''))
+    end
+    return origin
 end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
 local claimed = {}

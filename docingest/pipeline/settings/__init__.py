@@ -16,6 +16,7 @@ from docingest.pipeline.settings.database import DatabaseSettings
 from docingest.pipeline.settings.ocr import OcrSettings
 from docingest.pipeline.settings.rerank import RerankSettings
 from docingest.pipeline.settings.search import SearchSettings
+from docingest.pipeline.settings.sources import SourceSettings
 from docingest.pipeline.settings.webhooks import WebhookSettings
 
 
@@ -68,7 +69,9 @@ def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError("chunk_overlap must be smaller than chunk_size")
 
 
-class Settings(DatabaseSettings, OcrSettings, RerankSettings, SearchSettings, WebhookSettings):
+class Settings(
+    DatabaseSettings, OcrSettings, RerankSettings, SearchSettings, SourceSettings, WebhookSettings
+):
     """Every knob of docingest. Build it with `get_settings()`; never at import time."""
 
     model_config = SettingsConfigDict(
@@ -182,7 +185,8 @@ class Settings(DatabaseSettings, OcrSettings, RerankSettings, SearchSettings, We
     """Overlap between consecutive chunks of one section, in `chunk_unit`."""
 
     chunk_unit: ChunkUnit = ChunkUnit.CHARS
-    """Whether sizes count characters or tokens (of the embedding model's tokenizer)."""
+    """Whether sizes count characters or tokens (of the embedding model's tokenizer; a token
+    counts at most 16 characters, so words it cannot split still count by their length)."""
 
     contextual_headers: bool = False
     """Whether a new index embeds each chunk with its document's title and heading path in

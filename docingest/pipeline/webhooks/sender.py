@@ -73,6 +73,12 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
         self.sock = _TLS.wrap_socket(self.sock, server_hostname=self._server_name)
 
 
+def pinned_connection(target: Target, timeout: float) -> http.client.HTTPConnection:
+    """A connection to the address `target` was checked at (never the name resolved again);
+    sources' web fetches use it too."""
+    return _connection(target, timeout)
+
+
 def _connection(target: Target, timeout: float) -> http.client.HTTPConnection:
     address = target.addresses[0]
     if target.scheme == "https":

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+from docingest.pipeline.chunking import chunk_text
 from docingest.pipeline.chunking.tokens import (
     DEFAULT_TOKENIZER_PATH,
+    MAX_TOKEN_CHARS,
     TokenCounter,
     char_length,
     length_function_for,
@@ -52,6 +54,25 @@ def test_token_counter_neither_truncates_nor_pads(counter: TokenCounter) -> None
     words = " ".join(["protocol"] * 300)
     assert counter(words) == 300
     assert counter("protocol") == 1
+
+
+def test_a_long_unknown_word_counts_once_per_max_token_chars(counter: TokenCounter) -> None:
+    # WordPiece maps a word over 100 characters to one [UNK]: counted by its characters.
+    word = "x" * 480
+    assert len(counter.tokenizer.encode(word, add_special_tokens=False).ids) == 1
+    assert counter(word) == 480 // MAX_TOKEN_CHARS
+    assert counter(f"fuel {word} valve") == 2 + 480 // MAX_TOKEN_CHARS
+    spans = counter.measure_spans(word, [(0, len(word))])
+    assert spans(0, len(word)) == counter(word)
+    assert spans.end_within(0, 3) == 3 * MAX_TOKEN_CHARS  # a cut inside the word is possible
+
+
+def test_token_chunks_of_unknown_words_stay_within_the_character_bound() -> None:
+    text = ("x" * 480 + " fuel valve ") * 200
+    chunks = chunk_text(text, chunk_size=512, chunk_overlap=0, length=TokenCounter())
+    assert len(chunks) > 1
+    assert all(len(chunk.text) <= MAX_TOKEN_CHARS * 512 for chunk in chunks)
+    assert all(chunk.text == text[chunk.start : chunk.end] for chunk in chunks)
 
 
 def test_span_lengths_match_tokenising_each_span_alone(

@@ -11,13 +11,13 @@ import pytest
 import tiktoken
 
 from docingest.pipeline.embedders.batching import (
-    KNOWN_MODELS,
     Batch,
     TokenCounter,
     iter_batches,
     plan_batches,
     token_counter,
 )
+from docingest.pipeline.embedders.models import KNOWN_MODELS
 
 
 @pytest.fixture(scope="module")

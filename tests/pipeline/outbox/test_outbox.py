@@ -181,3 +181,21 @@ def test_the_log_keeps_the_most_recent_deliveries(jobs: JobStore, outbox: Outbox
     assert [json.loads(row["job"])["document_id"] for row in recent] == [
         f"doc-{number}" for number in (6, 5, 4, 3, 2)
     ]
+
+
+@pytest.mark.parametrize(
+    ("url", "target"),
+    [
+        ("http://Example.com/cb", "http://example.com"),
+        ("http://example.com:80/cb", "http://example.com"),
+        ("https://user:pw@example.com:443/cb?x=1", "https://example.com"),
+        ("http://example.com:8080/cb", "http://example.com:8080"),
+        ("https://example.com:80/cb", "https://example.com:80"),
+    ],
+)
+def test_a_receiver_is_one_target_however_its_url_is_spelt(
+    jobs: JobStore, outbox: Outbox, url: str, target: str
+) -> None:
+    complete(jobs, callback_url=url, callback_secret="c" * 20)
+    (delivery,) = outbox.claim(10, lease_seconds=LEASE)
+    assert delivery.target == target

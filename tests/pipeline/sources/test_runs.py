@@ -1,0 +1,132 @@
+"""Runs under their lease: one process at a time per source, a run left half-way carried on
+from its checkpoint (without fetching again what it compared), and the run's webhook event
+written with its end. A real deployment (worker, Redis, store) and the test website."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from docingest.pipeline.sources import SourceRunner, source_store
+from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.redis_db import private_redis, unique_prefix
+from tests.support.settings import FAKE_DIMENSIONS, service_settings
+from tests.support.sources import Deployment, deployment_with_sources
+from tests.support.web_site import TestSite, page
+
+PAGES = [f"/p{number}.html" for number in range(8)]
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    prefix = unique_prefix("source-runs")
+    with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as fake, private_redis(prefix):
+        settings = service_settings(
+            tmp_path_factory.mktemp("source-runs"),
+            prefix,
+            fake,
+            sources_allow_private=True,
+            webhook_allow_private=True,
+            webhook_dispatcher=False,
+            source_lease_seconds=5,
+        )
+        with deployment_with_sources(settings, name="source-runs", scheduler=False) as running:
+            yield running
+
+
+@pytest.fixture
+def site() -> Iterator[TestSite]:
+    with TestSite() as site:
+        site.pages["/"] = page("Home", *PAGES)
+        for path in PAGES:
+            site.pages[path] = page(f"Page {path}")
+        yield site
+
+
+def _put_web_source(deployment: Deployment, index: str, site: TestSite) -> None:
+    body = {"type": "web", "config": {"start_urls": [site.url + "/"], "delay_seconds": 0}}
+    answer = deployment.client.put(f"/v1/indexes/{index}/sources/site", json=body)
+    assert answer.status_code == 201, answer.text
+
+
+def test_a_run_left_half_way_is_carried_on_without_fetching_again(
+    deployment: Deployment, site: TestSite
+) -> None:
+    _put_web_source(deployment, "resume", site)
+    store = source_store(deployment.services)
+    queued, run = store.request_run("resume", "site", trigger="manual")
+    assert queued
+    checks = iter(range(1000))
+
+    def dies_after_four_items() -> bool:
+        return next(checks) >= 4  # the process "dies" at its fifth item
+
+    first = SourceRunner(
+        deployment.services, submit=deployment.submit, stopping=dies_after_four_items
+    )
+    assert first.try_run("resume", "site")
+    left = store.current("resume", "site")
+    assert left is not None and left.run_id == run.run_id
+    assert left.counts.listed == 4 and left.counts.new == 4, left
+    assert len(store.seen("resume", "site")) == 4
+
+    second = SourceRunner(deployment.services, submit=deployment.submit)
+    assert second.try_run("resume", "site")
+    assert store.current("resume", "site") is None
+    ended = store.runs("resume", "site", 1)[0]
+    assert ended.run_id == run.run_id and ended.status == "completed", ended
+    assert ended.counts.new == len(PAGES) + 1 and ended.counts.listed == len(PAGES) + 1
+    full_answers = {path: site.hits[path] - site.not_modified[path] for path in ["/", *PAGES]}
+    # The four compared pages were not fetched again (a 304 at most, to read their links);
+    # only the page the crawler had in hand when the process died was fetched twice.
+    assert sorted(full_answers.values()) == [1] * len(PAGES) + [2], full_answers
+    jobs = deployment.client.get("/v1/jobs", params={"index": "resume", "limit": 100}).json()
+    assert len(jobs["jobs"]) == len(PAGES) + 1  # one job per page, none sent twice
+
+
+def test_only_the_lease_holder_runs_a_source(deployment: Deployment, site: TestSite) -> None:
+    _put_web_source(deployment, "lease", site)
+    store = source_store(deployment.services)
+    store.request_run("lease", "site", trigger="manual")
+    assert store.take_lease("lease", "site", "another-process", 5)
+    runner = SourceRunner(deployment.services, submit=deployment.submit)
+    assert not runner.try_run("lease", "site")
+    assert site.hits["/"] == 0
+    store.release_lease("lease", "site", "another-process")
+
+    started = threading.Barrier(2)
+    outcomes: list[bool] = []
+
+    def run() -> None:
+        competitor = SourceRunner(deployment.services, submit=deployment.submit)
+        started.wait()
+        outcomes.append(competitor.try_run("lease", "site"))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert sorted(outcomes) == [False, True]  # both tried at once; one ran
+    assert site.hits["/"] == 1
+    assert store.runs("lease", "site", 5)[0].status == "completed"
+
+
+def test_the_run_writes_its_webhook_event(deployment: Deployment, site: TestSite) -> None:
+    services = deployment.services
+    hook = {"url": "http://127.0.0.1:9/hook", "events": ["source.sync.completed"]}
+    assert deployment.client.put("/v1/indexes/events/webhooks/h", json=hook).status_code == 201
+    _put_web_source(deployment, "events", site)
+    store = source_store(services)
+    _, run = store.request_run("events", "site", trigger="manual")
+    assert SourceRunner(services, submit=deployment.submit).try_run("events", "site")
+    ids = services.redis.lrange(services.keys.webhook_log("events", "h"), 0, -1)
+    assert len(ids) == 1
+    delivery = services.redis.hgetall(services.keys.webhook_delivery(str(ids[0])))
+    assert delivery["event"] == "source.sync.completed"
+    data = json.loads(delivery["data"])
+    assert data["run_id"] == run.run_id and data["source"] == "site"
+    assert data["counts"]["new"] == len(PAGES) + 1
