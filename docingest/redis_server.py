@@ -35,6 +35,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from docingest.common.urls import redact_url
+
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 PING_TIMEOUT = 0.5
 POLL_INTERVAL = 0.05
@@ -97,25 +99,6 @@ class _Target:
     username: str | None
     password: str | None
     db: int
-
-
-def redact_url(url: str) -> str:
-    """Return `url` with its password (userinfo or `password=` query) replaced by `***`."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.partition(":")[0]
-        netloc = f"{user}:***@{hostport}"
-    query = "&".join(
-        f"{key}=***" if key == "password" else f"{key}={value}" if sep else key
-        for key, sep, value in (item.partition("=") for item in parts.query.split("&") if item)
-    )
-    return (
-        f"{parts.scheme}://{netloc}{parts.path}"
-        + (f"?{query}" if query else "")
-        + (f"#{parts.fragment}" if parts.fragment else "")
-    )
 
 
 @contextmanager

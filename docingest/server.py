@@ -22,6 +22,7 @@ from celery.signals import worker_ready, worker_shutdown
 from docingest._core import DEFAULT_BASE_URL
 from docingest.api.app import create_app
 from docingest.api.errors import JsonErrorProtocol
+from docingest.common.urls import redact_url
 from docingest.pipeline.embedders.artifacts import verify_bundled_files
 from docingest.pipeline.errors import IngestError
 from docingest.pipeline.isolation.parent import start_fork_servers
@@ -30,7 +31,7 @@ from docingest.pipeline.log import configure_logging
 from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.webhooks.dispatcher import Dispatcher
-from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis, redact_url
+from docingest.redis_server import RedisBinary, RedisStartError, ensure_redis
 from docingest.workers import context
 from docingest.workers import metrics as worker_metrics
 from docingest.workers.app import create_celery_app
@@ -102,7 +103,10 @@ def check_dependencies(services: Services, *, store: bool) -> None:
             services.store.ping()
         except IngestError as exc:
             where = settings.qdrant_url or f"embedded store in {settings.data_dir / 'edge'}"
-            raise StartupError(f"Qdrant ({where}) is not usable: {exc.message}") from exc
+            what = f"Qdrant ({where})"
+            if settings.database_url is not None:
+                what = f"PostgreSQL ({redact_url(settings.database_url.get_secret_value())})"
+            raise StartupError(f"{what} is not usable: {exc.message}") from exc
     check_embedding_endpoints(services)
 
 
@@ -243,7 +247,7 @@ def _uvicorn_log_config(settings: Settings) -> dict[str, Any] | None:
 def run_api(settings: Settings) -> int:
     """Run the API alone; workers run elsewhere (`docingest worker`)."""
     configure_logging("INFO", log_format=settings.log_format)
-    services = Services(settings, owns_store=settings.qdrant_url is not None)
+    services = Services(settings, owns_store=settings.shared_store)
     try:
         check_dependencies(services, store=services.owns_store)
     except StartupError as exc:
@@ -254,7 +258,8 @@ def run_api(settings: Settings) -> int:
     if not services.owns_store:
         log.warning(
             "embedded store owned by the worker: this API only accepts uploads and reports jobs; "
-            "searches and document listings need `docingest serve` or DOCINGEST_QDRANT_URL"
+            "searches and document listings need `docingest serve`, DOCINGEST_QDRANT_URL or "
+            "DOCINGEST_DATABASE_URL"
         )
     app = create_app(settings, owns_store=services.owns_store)
     uvicorn.Server(_http_config(app, settings, log_level="info")).run()
@@ -315,11 +320,12 @@ def run_worker(
 
 def _worker_pool(settings: Settings, pool: str | None, concurrency: int) -> tuple[str, int]:
     """The pool kind and size to run, or `StartupError` if they cannot work here."""
-    local = settings.qdrant_url is None
+    local = not settings.shared_store
     if local and pool == "prefork" and concurrency != 1:
         raise _BadWorkerOptions(
             "the embedded store allows one process per directory; use --pool threads, --pool "
-            "prefork --concurrency 1, or set DOCINGEST_QDRANT_URL to a Qdrant server."
+            "prefork --concurrency 1, or set DOCINGEST_QDRANT_URL to a Qdrant server or "
+            "DOCINGEST_DATABASE_URL to PostgreSQL."
         )
     pool = pool or ("threads" if local else "prefork")
     if settings.metrics_port is not None:

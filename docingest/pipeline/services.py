@@ -3,8 +3,8 @@ on its first task, or by `docingest serve` for both at once (so both share one e
 
 The embedded store allows one process per directory. A process that does not own it
 (`owns_store=False`: the API beside a separate worker without a Qdrant server) gets
-`StoreNotHere` with a message saying what to do instead of a lock error; with a Qdrant server
-every process owns.
+`StoreNotHere` with a message saying what to do instead of a lock error; with a shared store
+(a Qdrant server, or PostgreSQL) every process owns.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class Services:
         self.api_keys = ApiKeyStore(self.redis, keys=self.keys)
         self.fence = DocumentFence(self.redis, key_prefix=settings.redis_key_prefix)
         self.query_cache = QueryCache(settings.query_cache_size)
-        self.owns_store = owns_store or settings.qdrant_url is not None
+        self.owns_store = owns_store or settings.shared_store
         self._store: VectorStore | None = None
         self._embedders: dict[tuple[str, str, int | None], Embedder] = {}
         self._rerankers: dict[tuple[str, str], Reranker] = {}
@@ -102,8 +102,8 @@ class Services:
         if not self.owns_store:
             raise StoreNotHere(
                 "The index is in the embedded store and a separate `docingest worker` owns it; run "
-                "`docingest serve` for one process, or set DOCINGEST_QDRANT_URL to a Qdrant "
-                "server so the API can read it too."
+                "`docingest serve` for one process, or set DOCINGEST_QDRANT_URL (a Qdrant "
+                "server) or DOCINGEST_DATABASE_URL (PostgreSQL) so the API can read it too."
             )
         with self._lock:
             if self._store is None:

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from docingest.pipeline.services import Services
 from docingest.workers.app import create_celery_app
-from tests.pipeline.store.test_store import ENGINES
 from tests.pipeline.test_access_leaks import GRANTABLE, documents, may_read, store_document
 from tests.support.api_app import api_client
 from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.redis_db import TestRedis
 from tests.support.settings import service_settings
 
@@ -45,10 +45,13 @@ def api(
     redis_db: TestRedis,
     embedding_server: FakeEmbeddingServer,
 ) -> Iterator[tuple[httpx.Client, Services]]:
-    url = ":memory:" if request.param == "qdrant-client" else None
     api_keys = [{"key": ADMIN_KEY}, {"key": SERVICE_KEY, "role": "service"}]
     settings = service_settings(
-        tmp_path, redis_db.prefix, embedding_server, qdrant_url=url, api_keys=api_keys
+        tmp_path,
+        redis_db.prefix,
+        embedding_server,
+        api_keys=api_keys,
+        **engine_fields(request.param, tmp_path),
     )
     services = Services(settings, owns_store=True)
     try:

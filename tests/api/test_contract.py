@@ -80,7 +80,8 @@ def test_the_planned_endpoints_are_not_served_yet(client: httpx.Client) -> None:
     schema = client.get("/openapi.json").raise_for_status().json()
     served = {(method, path) for path, ops in schema["paths"].items() for method in ops}
     planned = planned_endpoints() - documented_endpoints()  # extensions of served ones aside
-    # Sources and access control landed; the planned part keeps only what has no endpoint.
+    # Everything planned for v1.3 has landed; a planned part, when there is one again,
+    # lists endpoints that must not be served yet.
     landed = planned & served
     assert not landed, f"served now, so document it above the planned part: {sorted(landed)}"
 

@@ -16,10 +16,10 @@ import pytest
 
 from docingest.pipeline.services import Services
 from docingest.workers.app import create_celery_app
-from tests.pipeline.store.test_store import ENGINES
 from tests.pipeline.test_documents import INDEX, ingest
 from tests.support.api_app import api_client, is_contract_error
 from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.redis_db import TestRedis
 from tests.support.settings import service_settings
 
@@ -40,8 +40,8 @@ def api(
     embedding_server: FakeEmbeddingServer,
 ) -> Iterator[Api]:
     """The app under uvicorn sharing its `Services` with the test (no worker runs)."""
-    url = ":memory:" if request.param == "qdrant-client" else None
-    settings = service_settings(tmp_path, redis_db.prefix, embedding_server, qdrant_url=url)
+    engine = engine_fields(request.param, tmp_path)
+    settings = service_settings(tmp_path, redis_db.prefix, embedding_server, **engine)
     services = Services(settings, owns_store=True)
     services.ensure_index(INDEX)
     try:

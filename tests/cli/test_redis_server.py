@@ -18,6 +18,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from docingest.common.urls import redact_url
 from docingest.redis_server import (
     MIN_PREFERRED_VERSION,
     PING_TIMEOUT,
@@ -25,7 +26,6 @@ from docingest.redis_server import (
     RedisStartError,
     ensure_redis,
     find_redis_server,
-    redact_url,
 )
 
 SYSTEM_REDIS_SERVER = shutil.which("redis-server")

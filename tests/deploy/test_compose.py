@@ -269,3 +269,57 @@ def test_docker_compose_config_validates(tmp_path: Path) -> None:
         [binary, "config", "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
+
+
+POSTGRES_COMPOSE = DEPLOY_DIR / "docker-compose.postgres.yml"
+
+
+def test_the_postgres_option_points_every_docingest_process_at_pgvector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    override = yaml.safe_load(POSTGRES_COMPOSE.read_text())
+    postgres = override["services"]["postgres"]
+    assert re.fullmatch(r"pgvector/pgvector:\d+\.\d+\.\d+-pg\d+", postgres["image"])
+    assert postgres["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    assert any(mount.endswith(":/var/lib/postgresql/data") for mount in postgres["volumes"])
+    variables = {"POSTGRES_PASSWORD": "s3cret"}
+    for name in DOCINGEST_SERVICES:
+        spec = override["services"][name]
+        assert spec["depends_on"]["postgres"] == {"condition": "service_healthy"}
+        for key in [k for k in os.environ if k.startswith("DOCINGEST_")]:
+            monkeypatch.delenv(key)
+        merged = service_environment(name) | {
+            key: re.sub(r"\$\{POSTGRES_PASSWORD:\?[^}]*\}", variables["POSTGRES_PASSWORD"], value)
+            for key, value in spec["environment"].items()
+        }
+        for key, value in merged.items():
+            monkeypatch.setenv(key, value)
+        settings = Settings()
+        assert settings.database_url is not None and not settings.qdrant_url
+        assert settings.database_url.get_secret_value() == (
+            "postgresql://docingest:s3cret@postgres:5432/docingest"
+        )
+        assert settings.shared_store
+
+
+def test_docker_compose_config_validates_with_the_postgres_option(tmp_path: Path) -> None:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        if os.environ.get("REQUIRE_DOCKER_COMPOSE"):
+            pytest.fail("docker-compose is not installed (CI installs Debian's package)")
+        pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
+    shutil.copy(COMPOSE_FILE, tmp_path / "docker-compose.yml")
+    shutil.copy(ENV_EXAMPLE, tmp_path / ".env")
+    with (tmp_path / ".env").open("a") as env:
+        env.write("POSTGRES_PASSWORD=s3cret\n")
+    (tmp_path / "deploy").symlink_to(DEPLOY_DIR)
+    result = subprocess.run(
+        [binary, "-f", "docker-compose.yml", "-f", "deploy/docker-compose.postgres.yml", "config"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    merged = yaml.safe_load(result.stdout)
+    assert "postgres" in merged["services"]
+    api = merged["services"]["api"]
+    assert api["environment"]["DOCINGEST_DATABASE_URL"].startswith("postgresql://docingest:")
+    assert set(api["depends_on"]) >= {"redis", "postgres"}

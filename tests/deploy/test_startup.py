@@ -127,6 +127,20 @@ def test_unreachable_qdrant_stops_start_up_with_a_clear_message(
     assert "unreachable" in stderr and "Traceback" not in stderr
 
 
+@pytest.mark.parametrize("command", ["api", "worker"])
+def test_unreachable_postgres_stops_start_up_with_a_clear_message(
+    command: str, tmp_path: Path, refused_port: int, start_up_baseline: Callable[[str], float]
+) -> None:
+    url = f"postgresql://docingest:secret@127.0.0.1:{refused_port}/docingest"
+    env = minimal_env(tmp_path, DOCINGEST_QDRANT_URL="", DOCINGEST_DATABASE_URL=url)
+    code, stderr, elapsed = run_briefly([command], env)
+    assert code == 1, stderr
+    assert fails_fast(elapsed, start_up_baseline(command)), elapsed
+    shown = url.replace(":secret@", ":***@")
+    assert f"docingest {command}: PostgreSQL ({shown}) is not usable" in stderr
+    assert "unreachable" in stderr and "secret" not in stderr and "Traceback" not in stderr
+
+
 def shadow_with_tampered_copy(bundled: BundledFile, site: Path) -> Path:
     """Copy `bundled`'s distribution metadata into `site` beside a copy of its file with one
     byte flipped, and return that copy: with `site` first on PYTHONPATH, importlib.metadata

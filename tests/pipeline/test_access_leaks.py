@@ -27,8 +27,9 @@ from docingest.pipeline.search.request import Expand
 from docingest.pipeline.services import Services
 from docingest.pipeline.store import ADMIN, Reader
 from docingest.pipeline.store.chunk_pages import document_chunks
-from tests.pipeline.store.test_store import ENGINES, records
+from tests.pipeline.store.test_store import records
 from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.redis_db import TestRedis
 from tests.support.rerank_server import FakeRerankServer
 from tests.support.services import services_factory
@@ -76,9 +77,8 @@ def services(
     embedding_server: FakeEmbeddingServer,
     redis_db: TestRedis,
 ) -> Iterator[Services]:
-    url = ":memory:" if request.param == "qdrant-client" else None
     with services_factory(tmp_path, redis_db.prefix, embedding_server) as make:
-        yield make(qdrant_url=url)
+        yield make(**engine_fields(request.param, tmp_path))
 
 
 def make_index(services: Services, mode: str) -> str:
@@ -281,12 +281,13 @@ def test_the_index_rule_may_change_and_applies_to_the_next_read(services: Servic
 def test_a_re_ranker_is_never_sent_a_hidden_chunk(
     engine: str, tmp_path: Path, embedding_server: FakeEmbeddingServer, redis_db: TestRedis
 ) -> None:
-    url = ":memory:" if engine == "qdrant-client" else None
     with (
         FakeRerankServer() as reranker,
         services_factory(tmp_path, redis_db.prefix, embedding_server) as make,
     ):
-        services = make(qdrant_url=url, rerank_url=reranker.url, rerank_provider="cohere")
+        services = make(
+            **engine_fields(engine, tmp_path), rerank_url=reranker.url, rerank_provider="cohere"
+        )
         index = make_index(services, "open")
         store_document(services, index, "shown", 3, ["group:legal"])
         store_document(services, index, "hidden", 3, ["group:board"])

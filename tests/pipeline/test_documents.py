@@ -24,8 +24,9 @@ from docingest.pipeline.errors import (
 from docingest.pipeline.search import SearchRequest
 from docingest.pipeline.services import Services
 from docingest.pipeline.store import ADMIN, Reader, SearchFilter
-from tests.pipeline.store.test_store import ENGINES, records
+from tests.pipeline.store.test_store import records
 from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.jobs import job_spec
 from tests.support.redis_db import TestRedis
 from tests.support.services import services_factory
@@ -41,9 +42,8 @@ def services(
     redis_db: TestRedis,
 ) -> Iterator[Services]:
     """One process's services on either engine, with the index `docs` made."""
-    url = ":memory:" if request.param == "qdrant-client" else None
     with services_factory(tmp_path, redis_db.prefix, embedding_server) as make:
-        made = make(qdrant_url=url)
+        made = make(**engine_fields(request.param, tmp_path))
         made.ensure_index(INDEX)
         yield made
 

@@ -17,10 +17,10 @@ import pytest
 from docingest.pipeline.services import Services
 from docingest.pipeline.settings import Settings
 from docingest.workers.app import create_celery_app
-from tests.pipeline.store.test_store import ENGINES
 from tests.pipeline.test_access_leaks import store_document
 from tests.support.api_app import api_client, is_contract_error, upload
 from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.redis_db import TestRedis
 from tests.support.settings import service_settings
 from tests.support.waiting import wait_until
@@ -44,9 +44,10 @@ ODD = [
 def settings_of(
     tmp_path: Path, redis_db: TestRedis, fake: FakeEmbeddingServer, engine: str
 ) -> Settings:
-    url = ":memory:" if engine == "qdrant-client" else None
     api_keys = [{"key": ADMIN_KEY}, {"key": SERVICE_KEY, "role": "service"}]
-    return service_settings(tmp_path, redis_db.prefix, fake, qdrant_url=url, api_keys=api_keys)
+    return service_settings(
+        tmp_path, redis_db.prefix, fake, api_keys=api_keys, **engine_fields(engine, tmp_path)
+    )
 
 
 @pytest.fixture(params=ENGINES)

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from docingest.pipeline.services import Services
 from docingest.workers.app import create_celery_app
-from tests.pipeline.store.test_store import ENGINES
 from tests.pipeline.test_documents import INDEX, ingest
 from tests.support.api_app import api_client, is_contract_error
 from tests.support.embedding_server import FakeEmbeddingServer
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.redis_db import private_redis, unique_prefix
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
 
@@ -50,9 +50,10 @@ def served(
     """The app under uvicorn sharing its `Services` with the test (no worker runs), the index
     declaring a datetime, an integer and a keyword list, with three documents."""
     prefix = unique_prefix("values")
-    url = ":memory:" if request.param == "qdrant-client" else None
     with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as fake, private_redis(prefix):
-        settings = service_settings(tmp_path_factory.mktemp("values"), prefix, fake, qdrant_url=url)
+        data_dir = tmp_path_factory.mktemp("values")
+        engine = engine_fields(request.param, data_dir)
+        settings = service_settings(data_dir, prefix, fake, **engine)
         services = Services(settings, owns_store=True)
         services.ensure_index(INDEX)
         try:

@@ -7,7 +7,9 @@ completed job has a result, a recorded attempt count within the limit, and was c
 once (the `docingest_jobs_finished_total` counter equals the jobs seen completed); the index
 lists exactly the document ids that completed at least once, each at the newest version a job
 published, with that upload's bytes and chunk count; the index's document and chunk totals
-agree; every search answered 200 and never held the same chunk of one document twice.
+agree; every search answered 200, never held the same chunk of one document twice, nor chunks
+of two versions of one document (a re-upload carries other content under another filename, so
+one document with two filenames in one answer is two versions).
 
 In the store, once the service has stopped: each document has points of its live version only,
 as many as its chunks, and the index holds no other point (nothing staged or left over from a
@@ -178,11 +180,20 @@ def _check_searches(found: Findings, run: LoadRun, document_ids: set[str]) -> No
         strangers = {r["document_id"] for r in search.results} - document_ids
         if twice or strangers:
             found.search_errors.append(f"chunks twice {twice}, unknown documents {strangers}")
+        filenames: defaultdict[str, set[str]] = defaultdict(set)
+        for result in search.results:
+            filenames[result["document_id"]].add(result["filename"])
+        mixed = {d: sorted(names) for d, names in filenames.items() if len(names) > 1}
+        if mixed:
+            found.search_errors.append(f"two versions of a document in one answer: {mixed}")
 
 
-def check_store(found: Findings, data_dir: Path, index: str) -> None:
-    """With the service stopped, count the points of `index` in its local-mode store."""
-    with VectorStore.open(Settings(data_dir=data_dir)) as store:
+def check_store(
+    found: Findings, data_dir: Path, index: str, *, settings: Settings | None = None
+) -> None:
+    """With the service stopped, count the points of `index` in its embedded store under
+    `data_dir` (or in the store `settings` name, a shared one, at any time)."""
+    with VectorStore.open(settings or Settings(data_dir=data_dir)) as store:
         documents = store.list_documents(index)
         for document in documents:
             points = store.count_points(index, document.document_id)

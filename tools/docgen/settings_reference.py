@@ -38,6 +38,7 @@ PREFIX = "DOCINGEST_"
 WIDTH = 95
 
 BASE_TITLES = {
+    "DatabaseSettings": "PostgreSQL store",
     "OcrSettings": "OCR",
     "SearchSettings": "hybrid search (may change at any time)",
     "RerankSettings": "rerank (the second stage of a search; may change at any time)",

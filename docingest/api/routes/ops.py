@@ -13,6 +13,7 @@ from docingest.api.metrics import render
 from docingest.pipeline.embedders.base import EmbeddingConfig
 from docingest.pipeline.errors import IngestError
 from docingest.pipeline.services import Services
+from docingest.pipeline.store.engine import store_description
 
 router = APIRouter(tags=["operations"])
 
@@ -46,14 +47,16 @@ def _readiness(services: Services, request: Request) -> dict[str, str]:
     checks: dict[str, str] = {}
     redis_problem = services.redis_ok()
     checks["redis"] = "ok" if redis_problem is None else f"unavailable: {redis_problem}"
+    # the store's check is named after its family ("qdrant" as in v1, or "postgres")
+    store = "postgres" if services.settings.database_url is not None else "qdrant"
     if services.owns_store:
         try:
             services.store.ping()
-            checks["qdrant"] = "ok"
+            checks[store] = "ok"
         except IngestError as exc:
-            checks["qdrant"] = f"unavailable: {exc.message}"
+            checks[store] = f"unavailable: {exc.message}"
     else:
-        checks["qdrant"] = "ok: embedded store, owned by the worker process"
+        checks[store] = "ok: embedded store, owned by the worker process"
     problem = _check_embedding(services, request)
     checks["embedding"] = "ok" if problem is None else f"unavailable: {problem}"
     return checks
@@ -61,10 +64,15 @@ def _readiness(services: Services, request: Request) -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request, state: StateDep, caller: CallerDep) -> JSONResponse:
-    """200 when Redis, Qdrant and the embedding provider answer, else 503 naming which not."""
+    """200 when Redis, the store and the embedding provider answer, else 503 naming which not;
+    `store` says which store is in use and where."""
     checks = await run_in_threadpool(_readiness, state.services, request)
     ready = all(value.startswith("ok") for value in checks.values())
-    body = {"status": "ready" if ready else "unavailable", "checks": checks}
+    body = {
+        "status": "ready" if ready else "unavailable",
+        "checks": checks,
+        "store": store_description(state.services.settings),
+    }
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from docingest.pipeline.settings.database import DatabaseSettings
 from docingest.pipeline.settings.ocr import OcrSettings
 from docingest.pipeline.settings.rerank import RerankSettings
 from docingest.pipeline.settings.search import SearchSettings
@@ -71,7 +72,9 @@ def check_chunk_overlap(chunk_size: int, chunk_overlap: int) -> None:
         raise ValueError("chunk_overlap must be smaller than chunk_size")
 
 
-class Settings(OcrSettings, RerankSettings, SearchSettings, SourceSettings, WebhookSettings):
+class Settings(
+    DatabaseSettings, OcrSettings, RerankSettings, SearchSettings, SourceSettings, WebhookSettings
+):
     """Every knob of docingest. Build it with `get_settings()`; never at import time."""
 
     model_config = SettingsConfigDict(

@@ -1,5 +1,5 @@
-"""The vector store: one Qdrant collection per index, staged → live → retired versions, on
-two engines (Qdrant Edge, qdrant-client), with its filters, fencing and transfers."""
+"""The vector store on Qdrant Edge, a Qdrant server or PostgreSQL: staged → live → retired
+versions, with its filters, fencing and transfers."""
 
 from docingest.pipeline.store.access import ADMIN, Reader
 from docingest.pipeline.store.filters import SearchFilter

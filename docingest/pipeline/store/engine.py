@@ -1,7 +1,8 @@
-"""The seam between the store and a Qdrant engine: the dozen operations the store needs.
+"""The seam between the store and an engine: the dozen operations the store needs.
 
-Two engines implement it, and the store's logic (versions, staged → live → retired, filters,
-the per-document cap, RRF) exists once, in `docingest.pipeline.store.vector_store`, above it:
+Three engines in two families implement it, and the store's logic (versions, staged → live →
+retired, filters, the per-document cap, RRF) exists once, in
+`docingest.pipeline.store.vector_store`, above it:
 
 - `EdgeEngine` (`docingest.pipeline.store.edge`): the embedded default. Qdrant Edge shards under
   `data_dir/edge`, the Qdrant engine in-process (HNSW, payload indexes, sparse IDF, WAL).
@@ -9,11 +10,17 @@ the per-document cap, RRF) exists once, in `docingest.pipeline.store.vector_stor
   Qdrant Cloud (`DOCINGEST_QDRANT_URL`), and for qdrant-client's in-memory local mode
   (`DOCINGEST_QDRANT_URL=:memory:`), which stands in for the server in tests since no Qdrant
   server runs here.
+- `PostgresEngine` (`docingest.pipeline.store.postgres`): PostgreSQL with pgvector
+  (`DOCINGEST_DATABASE_URL`), a table per index, shared by every process.
 
-Requests and results are qdrant-client's models on both engines: they are the server's wire
-types, so the server path passes them through and the Edge engine translates the small subset
-the store builds (`docingest.pipeline.store.edge_convert`). Points to write are the store's own
-`Point`, which each engine builds its type from directly (the write path's hot loop).
+Requests and results are qdrant-client's models on every engine: they are the server's wire
+types, so the server path passes them through, the Edge engine translates the small subset
+the store builds (`docingest.pipeline.store.edge_convert`), and the Postgres engine compiles
+the same subset to SQL (`docingest.pipeline.store.postgres_filter`) with Qdrant's semantics
+(a list field matches any of its elements, `is_empty`, IDF-weighted keyword scores, RRF). They
+are the store's request language, not a dependency on a Qdrant server. Points to write are the
+store's own `Point`, which each engine builds its type from directly (the write path's hot
+loop).
 """
 
 from __future__ import annotations
@@ -24,13 +31,14 @@ from typing import Any, Protocol
 
 from qdrant_client import models
 
+from docingest.common.urls import redact_url
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.store.models import IndexConfig
 from docingest.pipeline.store.requests import Point
 
 
 class Engine(Protocol):
-    """One Qdrant engine holding one collection (server) or shard (Edge) per index.
+    """One engine holding one collection (server), shard (Edge) or table (Postgres) per index.
 
     Every method naming an index raises `IndexNotFound` when it does not exist, and
     `DependencyUnavailable` when the engine cannot be reached.
@@ -122,7 +130,12 @@ class Engine(Protocol):
 
 
 def open_engine(settings: Settings) -> Engine:
-    """Open the engine `settings` name: Edge without `qdrant_url`, qdrant-client with one."""
+    """Open the engine `settings` name: Postgres with `database_url`, qdrant-client with
+    `qdrant_url`, else Edge."""
+    if settings.database_url is not None:
+        from docingest.pipeline.store.postgres import PostgresEngine
+
+        return PostgresEngine.open(settings)
     if settings.qdrant_url:
         from docingest.pipeline.store.client import ClientEngine
 
@@ -130,3 +143,12 @@ def open_engine(settings: Settings) -> Engine:
     from docingest.pipeline.store.edge import EdgeEngine
 
     return EdgeEngine.open(settings)
+
+
+def store_description(settings: Settings) -> str:
+    """Which store `settings` name and where, for messages and `/readyz` (no password)."""
+    if settings.database_url is not None:
+        return f"PostgreSQL at {redact_url(settings.database_url.get_secret_value())}"
+    if settings.qdrant_url:
+        return f"Qdrant at {redact_url(settings.qdrant_url)}"
+    return f"embedded store in {settings.data_dir / 'edge'}"

@@ -48,5 +48,6 @@ def locked_message(path: Path, holder: str | None) -> str:
     who = f"another process (pid {holder})" if holder else "another process"
     return (
         f"The embedded store at {path} is in use by {who}; stop it or set "
-        "DOCINGEST_QDRANT_URL to share a Qdrant server."
+        "DOCINGEST_QDRANT_URL (a Qdrant server) or DOCINGEST_DATABASE_URL (PostgreSQL) to share "
+        "a store."
     )

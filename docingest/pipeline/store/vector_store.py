@@ -1,4 +1,5 @@
-"""The vector store: one Qdrant collection (server) or shard (embedded) per index.
+"""The vector store: one Qdrant collection (server), shard (embedded) or table (PostgreSQL)
+per index.
 
 An index's settings are stored with it, so every process reads the same ones. A chunk is one
 point with a dense vector ("dense", cosine) and a keyword vector ("keyword", sparse, Qdrant's
@@ -8,7 +9,7 @@ document's highest live version carries its fields), never from a second databas
 them reads those points alone, in `document_id` order a page at a time
 (`docingest.pipeline.store.ordering`): O(documents listed), not O(index).
 
-This is the store's logic, once; `docingest.pipeline.store.engine` is the seam to the two engines.
+This is the store's logic, once; `docingest.pipeline.store.engine` is the seam to the engines.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class VectorStore(CandidateQueries, PointReads, ReaderFilters):
 
     @classmethod
     def open(cls, settings: Settings) -> VectorStore:
-        """Open the embedded store under `data_dir`, or connect to `qdrant_url`.
+        """Open the embedded store under `data_dir`, or connect to `database_url` or `qdrant_url`.
 
         The embedded store raises `StoreLocked` when another process holds the directory.
         """

@@ -21,6 +21,7 @@ from docingest.pipeline.settings import Settings
 from docingest.pipeline.sparse import encode_document
 from docingest.pipeline.store import DocumentFields, IndexConfig, VectorStore
 from docingest.pipeline.store.chunk_pages import document_chunks, encode_cursor
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.paths import CORPUS_DIR
 
 INDEX = "answers"
@@ -71,12 +72,11 @@ def write_version(
 
 
 def open_store(engine: str, data_dir: Path) -> VectorStore:
-    settings = Settings(qdrant_url=":memory:" if engine == "qdrant-client" else None,
-                        data_dir=data_dir)  # fmt: skip
+    settings = Settings(**engine_fields(engine, data_dir), data_dir=data_dir)
     return VectorStore.open(settings)
 
 
-@pytest.fixture(params=["qdrant-client", "edge"])
+@pytest.fixture(params=ENGINES)
 def store(
     request: pytest.FixtureRequest,
     tmp_path: Path,

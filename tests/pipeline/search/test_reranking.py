@@ -33,6 +33,7 @@ from docingest.pipeline.store import (
     ScoredChunk,
     VectorStore,
 )
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.rerank_server import FakeRerankServer, fake_score
 
 INDEX = "rr"
@@ -106,11 +107,9 @@ def server() -> Iterator[FakeRerankServer]:
         yield fake
 
 
-@pytest.fixture(params=["qdrant-client", "edge"])
+@pytest.fixture(params=ENGINES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    settings = Settings(
-        qdrant_url=":memory:" if request.param == "qdrant-client" else None, data_dir=tmp_path
-    )
+    settings = Settings(**engine_fields(request.param, tmp_path), data_dir=tmp_path)
     config = IndexConfig(
         embedding=EmbeddingConfig(provider="local", model="hash", dimensions=DIMENSIONS)
     )

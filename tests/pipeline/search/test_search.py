@@ -23,6 +23,7 @@ from docingest.pipeline.store import (
     ScoredChunk,
     VectorStore,
 )
+from tests.support.engines import ENGINES, engine_fields
 
 INDEX = "kb"
 CONFIG = IndexConfig(
@@ -143,13 +144,11 @@ def corpus(embedder: LocalEmbedder) -> list[ChunkRecord]:
     ]
 
 
-@pytest.fixture(params=["qdrant-client", "edge"])
+@pytest.fixture(params=ENGINES)
 def store(
     request: pytest.FixtureRequest, tmp_path: Path, corpus: list[ChunkRecord]
 ) -> Iterator[VectorStore]:
-    settings = Settings(
-        qdrant_url=":memory:" if request.param == "qdrant-client" else None, data_dir=tmp_path
-    )
+    settings = Settings(**engine_fields(request.param, tmp_path), data_dir=tmp_path)
     with VectorStore.open(settings) as vector_store:
         vector_store.create_index(INDEX, CONFIG)
         vector_store.write_chunks(INDEX, corpus)

@@ -1,4 +1,5 @@
-"""The vector store on both engines (Edge and qdrant-client): indexes, points, documents, locks."""
+"""The vector store on every engine (Edge, qdrant-client, Postgres): indexes, points, documents,
+locks."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from docingest.pipeline.store import (
 from docingest.pipeline.store.client import ClientEngine
 from docingest.pipeline.store.edge import EdgeEngine
 from docingest.pipeline.store.edge_optimizer import CHECK_INTERVAL_SECONDS
+from tests.support.engines import ENGINES, engine_fields
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
@@ -100,14 +102,8 @@ def records(
     ]
 
 
-ENGINES = ["qdrant-client", "edge"]
-"""The store's suite runs on both engines (congruence): qdrant-client's in-memory local mode
-stands in for a Qdrant server, which takes the same client calls; Edge is the embedded store."""
-
-
 def store_settings(engine: str, tmp_path: Path) -> Settings:
-    url = ":memory:" if engine == "qdrant-client" else None
-    return Settings(qdrant_url=url, data_dir=tmp_path)
+    return Settings(**engine_fields(engine, tmp_path), data_dir=tmp_path)
 
 
 @pytest.fixture(params=ENGINES)
@@ -735,3 +731,33 @@ def test_idle_edge_shards_are_closed_and_loaded_again_on_use(tmp_path: Path) -> 
         assert engine.open_shards() == 1
         wait_until(lambda: engine.open_shards() == 0, timeout=60, what="the idle close")
         assert store.count_points("idle-3") == 2  # loaded again, with what was written
+
+
+@pytest.mark.parametrize("dimensions", [3072, 4096])
+def test_postgres_takes_vectors_wider_than_its_hnsw_on_vector(
+    tmp_path: Path, dimensions: int
+) -> None:
+    """pgvector's HNSW takes 2,000 dimensions of `vector`: wider models (3,072 for
+    text-embedding-3-large) get a graph over half-precision copies, the widest an exact scan;
+    scores are exact cosines either way, best first."""
+    config = IndexConfig(
+        embedding=EmbeddingConfig(provider="openai", model="wide", dimensions=dimensions)
+    )
+    rng = np.random.default_rng(dimensions)
+    vectors = rng.normal(size=(5, dimensions)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with VectorStore.open(store_settings("postgres", tmp_path)) as store:
+        store.create_index("wide", config)
+        chunks = [
+            dataclasses.replace(chunk, dense=vectors[n])
+            for n, chunk in enumerate(records("d1", 1, [f"chunk {n}" for n in range(5)]))
+        ]
+        store.write_chunks("wide", chunks)
+        store.publish("wide", "d1", 1)
+        query = vectors[3] + 0.1 * vectors[1]
+        hits = store.query_dense("wide", query, limit=5)
+    expected = vectors @ (query / np.linalg.norm(query))
+    assert [hit.chunk_index for hit in hits] == list(np.argsort(-expected))
+    assert [round(hit.score, 4) for hit in hits] == [
+        round(float(s), 4) for s in sorted(expected, reverse=True)
+    ]

@@ -36,14 +36,21 @@ def filled(store: VectorStore) -> None:
     store.write_chunks("docs", records("d3", 1, ["staged only"]))  # never published
 
 
-def test_export_then_import_gives_the_same_index_and_results(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("source_engine", "target_engine"),
+    [("edge", "qdrant-client"), ("edge", "postgres"), ("postgres", "edge")],
+)
+def test_export_then_import_gives_the_same_index_and_results(
+    tmp_path: Path, source_engine: str, target_engine: str
+) -> None:
+    """An index moves between any two engines without re-embedding."""
     out = io.StringIO()
-    with VectorStore.open(Settings(data_dir=tmp_path / "edge")) as source:
+    with VectorStore.open(store_settings(source_engine, tmp_path / "source")) as source:
         filled(source)
         assert export_index(source, "docs", out) == 3  # live points only
         expected_sparse = source.query_sparse("docs", encode_query("harbour"), limit=5)
         expected_dense = source.query_dense("docs", unit_vector("gamma harbour"), limit=5)
-    with VectorStore.open(Settings(qdrant_url=":memory:", data_dir=tmp_path)) as target:
+    with VectorStore.open(store_settings(target_engine, tmp_path / "target")) as target:
         name, count = import_index(target, lines_of(out.getvalue()), index="moved")
         assert (name, count) == ("moved", 3)
         assert target.index_config("moved") == CONFIG

@@ -1,0 +1,73 @@
+"""The PostgreSQL store's settings (`DOCINGEST_DATABASE_*`), a base of
+`docingest.pipeline.settings.Settings`.
+
+Kept in their own module only so that the settings module stays under the module-size
+limit; they are read, validated and documented with the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings
+
+SCHEMA_NAME = r"[a-z_][a-z0-9_]{0,47}"
+
+
+class DatabaseSettings(BaseSettings):
+    """Where the PostgreSQL store is and how it is used (`docingest.pipeline.store.postgres`)."""
+
+    database_url: SecretStr | None = None
+    """A PostgreSQL server with pgvector (0.7 or later), as `postgresql://user:password@host:
+    5432/database`: set, every index is stored there instead of in Qdrant, and every API and
+    worker process may share it (docs/design/decisions/0018-postgres-store.md). Unset: Qdrant
+    (the embedded store, or `DOCINGEST_QDRANT_URL`)."""
+
+    database_schema: str = Field(default="docingest", pattern=SCHEMA_NAME)
+    """The PostgreSQL schema holding docingest's tables (created on first use), so several
+    deployments can share one database, as `collection_prefix` does on a Qdrant server."""
+
+    database_pool_size: int = Field(default=8, ge=1, le=1000)
+    """Connections each process keeps open at most; a call waits for a free one up to
+    `database_pool_timeout_seconds`."""
+
+    database_pool_timeout_seconds: float = Field(default=30.0, gt=0)
+    """Seconds a call waits for a free connection (or for the server to answer a new one)
+    before it fails as `dependency_unavailable` (a job is retried)."""
+
+    database_statement_timeout_seconds: float = Field(default=60.0, gt=0)
+    """Seconds one SQL statement may run before the server cancels it
+    (`dependency_unavailable`; a job is retried)."""
+
+    database_hnsw_ef_search: int = Field(default=100, ge=1, le=1000)
+    """Candidates pgvector's HNSW search keeps (`hnsw.ef_search`, raised to a search's limit
+    when that is larger): more is closer to an exact search and slower."""
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, url: object) -> object:
+        return None if url == "" else url  # `DOCINGEST_DATABASE_URL=` in an env file
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, url: SecretStr | None) -> SecretStr | None:
+        if url is not None and not url.get_secret_value().startswith(
+            ("postgresql://", "postgres://")
+        ):
+            raise ValueError("database_url must start with postgresql:// (or postgres://)")
+        return url
+
+    @model_validator(mode="after")
+    def _one_store(self) -> Self:
+        if self.database_url is not None and getattr(self, "qdrant_url", None):
+            raise ValueError(
+                "set database_url (PostgreSQL) or qdrant_url (a Qdrant server), not both"
+            )
+        return self
+
+    @property
+    def shared_store(self) -> bool:
+        """Whether the store is a server every process may use (PostgreSQL or Qdrant), not
+        the embedded store one process owns."""
+        return self.database_url is not None or bool(getattr(self, "qdrant_url", None))

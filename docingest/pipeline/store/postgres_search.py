@@ -1,0 +1,112 @@
+"""Search on the PostgreSQL engine: one dense or keyword query over an index's chunk table
+(`docingest.pipeline.store.postgres`, whose docstring says how each scores as Qdrant does)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector import SparseVector as PgSparse
+from psycopg import sql
+from qdrant_client import models
+
+from docingest.pipeline.store.postgres_filter import FilterCompiler, Params
+from docingest.pipeline.store.postgres_schema import SPARSE_DIMENSIONS, dense_distance
+from docingest.pipeline.store.requests import DENSE, KEYWORD
+
+MAX_EF_SEARCH = 1000
+"""pgvector's largest `hnsw.ef_search`."""
+
+
+def run_query(
+    connection: psycopg.Connection,
+    table: sql.Identifier,
+    request: models.QueryRequest,
+    filters: FilterCompiler,
+    *,
+    dimensions: int,
+    ef_search: int,
+) -> list[models.ScoredPoint]:
+    """The points nearest one dense or keyword query among the filtered, best first (scores
+    higher-is-better, as Qdrant's)."""
+    if request.prefetch is not None or request.offset:
+        raise TypeError("no Postgres translation for prefetch or offset in a batch query")
+    limit = request.limit or 10
+    params: Params = []
+    if request.using == KEYWORD:
+        if not isinstance(request.query, models.SparseVector):
+            raise TypeError(f"no Postgres translation for the query {request.query!r}")
+        weighted = idf_weighted(connection, table, request.query)
+        if weighted is None:
+            return []
+        params.extend([weighted, list(request.query.indices)])
+        score = sql.SQL("-(keyword <#> %s)")
+        where: sql.Composable = sql.SQL("terms && %s::integer[] AND {}").format(
+            filters.compile(request.filter, params)
+        )
+        params.extend([weighted, limit])
+        order: sql.Composable = sql.SQL("keyword <#> %s, id LIMIT %s")
+    elif request.using == DENSE and isinstance(request.query, list):
+        vector = np.asarray(request.query, dtype=np.float32)
+        params.append(vector)
+        score = sql.SQL("1 - (dense <=> %s)")
+        where = filters.compile(request.filter, params)
+        params.extend([vector, limit])
+        order = sql.SQL("{} LIMIT %s").format(dense_distance(dimensions))
+    else:
+        raise TypeError(f"no Postgres translation for the query {request!r}")
+    statement = sql.SQL("SELECT id, payload, {} FROM {} WHERE {} ORDER BY {}").format(
+        score, table, where, order
+    )
+    keys = request.with_payload if isinstance(request.with_payload, list) else None
+    with connection.transaction():
+        if request.using == DENSE and limit > ef_search:  # HNSW keeps at least `limit`
+            wider = sql.Literal(min(limit, MAX_EF_SEARCH))
+            connection.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(wider))
+        rows = connection.execute(statement, params).fetchall()
+    if request.using == DENSE:  # a half-precision graph orders by approximate distances
+        rows.sort(key=lambda row: -float(row[2]))
+    threshold = request.score_threshold
+    return [
+        models.ScoredPoint(
+            id=str(row[0]), version=0, score=float(row[2]), payload=selected(row[1], keys)
+        )
+        for row in rows
+        if threshold is None or float(row[2]) >= threshold
+    ]
+
+
+def idf_weighted(
+    connection: psycopg.Connection, table: sql.Identifier, query: models.SparseVector
+) -> PgSparse | None:
+    """The query's keyword vector with each weight times its term's IDF (Qdrant's formula);
+    None for an index without keyword vectors."""
+    row = connection.execute(
+        sql.SQL(
+            "SELECT (SELECT count(*) FROM {table} WHERE terms IS NOT NULL), "
+            "ARRAY(SELECT (SELECT count(*) FROM {table} WHERE terms @> ARRAY[term]) "
+            "FROM unnest(%s::integer[]) WITH ORDINALITY AS query(term, position) "
+            "ORDER BY position)"
+        ).format(table=table),
+        [list(query.indices)],
+    ).fetchone()
+    assert row is not None
+    points, frequencies = int(row[0]), row[1]
+    if not points:
+        return None
+    weights: dict[int, float] = {}
+    for term, value, df in zip(query.indices, query.values, frequencies, strict=True):
+        idf = math.log((points - df + 0.5) / (df + 0.5) + 1)
+        folded = term % SPARSE_DIMENSIONS
+        weights[folded] = weights.get(folded, 0.0) + value * idf
+    return PgSparse(weights, SPARSE_DIMENSIONS)
+
+
+def selected(payload: dict[str, Any], keys: Sequence[str] | None) -> dict[str, Any]:
+    """`payload` with `keys` only (all of it for None)."""
+    if keys is None:
+        return payload
+    return {key: payload[key] for key in keys if key in payload}
