@@ -12,7 +12,8 @@ next, unless the cut word looks like a compound's head and keeps its hyphen: one
 
 Headings come from the PDF outline: each entry becomes a heading on its destination page, in
 place of the line (or two) that spells its title, or before the page's first block when none
-does.
+does. Without an outline they come from typography (`pdf_headings`), as lines marked
+headings; footnotes (`pdf_layout`) follow the page's last block, each a block of its own.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ _NUMBERING = re.compile(
 Heading = tuple[str, int]
 """An outline entry placed on a page: (title, level), level 1 at the top."""
 
+MarkedHeadings = dict[int, tuple[str, int, int]]
+"""Headings found on a page's lines: first line → (title, level, lines it spans)."""
+
 
 def clean(text: str) -> str:
     """Drop control characters, expand ligature characters and collapse spaces in a line."""
@@ -64,8 +68,15 @@ def clean_lines(text: str, *, page_label: str, page_number: int) -> list[str]:
     return lines
 
 
-def page_blocks(lines: list[str], *, page: int, headings: list[Heading]) -> list[Block]:
-    """Turn one page's lines into heading and paragraph blocks."""
+def page_blocks(
+    lines: list[str],
+    *,
+    page: int,
+    headings: list[Heading],
+    marked: MarkedHeadings | None = None,
+    footnotes: list[str] | None = None,
+) -> list[Block]:
+    """Turn one page's lines into heading and paragraph blocks, footnotes last."""
     placed: dict[int, list[Block]] = defaultdict(list)
     taken: set[int] = set()
     start = 0
@@ -78,6 +89,11 @@ def page_blocks(lines: list[str], *, page: int, headings: list[Heading]) -> list
             placed[found.start].append(heading)
             taken.update(found)
             start = found.stop
+    for position, (title, level, span) in (marked or {}).items():
+        lines_spanned = range(position, position + span)
+        if not taken.intersection(lines_spanned):  # an outline entry's line is not twice
+            placed[position].append(Block(title, BlockKind.HEADING, level=level, page=page))
+            taken.update(lines_spanned)
     blocks = list(placed[-1])
     lengths = sorted(len(line) for line in lines if line)
     typical = lengths[int(len(lengths) * 0.8)] if lengths else 0
@@ -92,6 +108,7 @@ def page_blocks(lines: list[str], *, page: int, headings: list[Heading]) -> list
         else:
             segment.append(line)
     blocks.extend(_paragraphs(segment, typical, page))
+    blocks.extend(Block(note, page=page) for note in footnotes or ())
     return blocks
 
 

@@ -173,9 +173,27 @@ def test_nested_outline_levels(extract: Extract) -> None:
     assert (headings["The shell prompt"].level, headings["The shell prompt"].page) == (3, 29)
 
 
-def test_no_outline_means_no_headings(extract: Extract) -> None:
+def test_no_outline_means_headings_from_typography(extract: Extract) -> None:
+    # The bold run-in titles of the Federal Register notice, read in its PDF by eye.
     document = extract("federal-register-2020-17221.pdf")
-    assert not any(block.kind is BlockKind.HEADING for block in document.blocks)
+    titles = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
+    for title in ("Comments Invited", "Background", "Costs of Compliance", "Regulatory Findings"):
+        assert title in titles
+    assert titles.index("Background") < titles.index("Costs of Compliance")
+
+
+def test_numbered_headings_of_a_paper_get_levels_by_number(extract: Extract) -> None:
+    document = extract("dpr-karpukhin2020-2col.pdf")
+    headings = {b.text: b for b in document.blocks if b.kind is BlockKind.HEADING}
+    assert (headings["2 Background"].level, headings["2 Background"].page) == (1, 2)
+    assert (headings["3.1 Overview"].level, headings["3.1 Overview"].page) == (2, 2)
+    assert headings["8 Conclusion"].level == 1
+    # A footnote leaves the sentence it interrupted in the column order, and closes its page.
+    text = _full_text(document)
+    assert "differs from 6We use" not in text
+    note = next(b for b in document.blocks if b.text.startswith("6We use the unfiltered"))
+    last_on_page = [b for b in document.blocks if b.page == note.page][-1]
+    assert last_on_page.text.startswith(("6We use", "7", "8"))
 
 
 @pytest.mark.parametrize(
