@@ -203,13 +203,17 @@ def whole_corpus(corpus: Path, trees: dict[str, Path]) -> None:
             totals[name][1] += words
             totals[name][2] += glued
             totals[name][3] += result["pages"]
-            row += [f"{result['seconds']:.2f}", f"{glued / max(words, 1):.2%}", str(count)]
+            row += [
+                f"{result['seconds']:.2f}",
+                f"{glued} ({glued / max(words, 1):.2%})",
+                str(count),
+            ]
         times = [result["seconds"] for result in results.values()]
         row.append(f"{times[-1] / max(times[0], 1e-9):.2f}×")
         print("| " + " | ".join(row) + " |", flush=True)
     row = ["**all**", str(int(next(iter(totals.values()))[3]))]
     for cpu, word_count, glued_count, _ in totals.values():
-        row += [f"{cpu:.1f}", f"{glued_count / max(word_count, 1):.3%}", ""]
+        row += [f"{cpu:.1f}", f"{glued_count:.0f} ({glued_count / max(word_count, 1):.3%})", ""]
     values = list(totals.values())
     row.append(f"**{values[-1][0] / max(values[0][0], 1e-9):.2f}×**")
     print("| " + " | ".join(row) + " |")

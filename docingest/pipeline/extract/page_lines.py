@@ -75,8 +75,10 @@ def page_blocks(
     headings: list[Heading],
     marked: MarkedHeadings | None = None,
     footnotes: list[str] | None = None,
+    tables: frozenset[int] = frozenset(),
 ) -> list[Block]:
-    """Turn one page's lines into heading and paragraph blocks, footnotes last."""
+    """Turn one page's lines into heading and paragraph blocks, footnotes last; the lines at
+    `tables` are whole tables (rows on lines), each a table block."""
     placed: dict[int, list[Block]] = defaultdict(list)
     taken: set[int] = set()
     start = 0
@@ -95,16 +97,18 @@ def page_blocks(
             placed[position].append(Block(title, BlockKind.HEADING, level=level, page=page))
             taken.update(lines_spanned)
     blocks = list(placed[-1])
-    lengths = sorted(len(line) for line in lines if line)
+    lengths = sorted(len(line) for i, line in enumerate(lines) if line and i not in tables)
     typical = lengths[int(len(lengths) * 0.8)] if lengths else 0
     segment: list[str] = []
     for position, line in enumerate(lines):
         if position in taken and position not in placed:
             continue  # the second line of a two-line heading
-        if position in placed or not line:
+        if position in placed or position in tables or not line:
             blocks.extend(_paragraphs(segment, typical, page))
             segment = []
             blocks.extend(placed.get(position, ()))
+            if position in tables:
+                blocks.append(Block(line, BlockKind.TABLE, page=page))
         else:
             segment.append(line)
     blocks.extend(_paragraphs(segment, typical, page))

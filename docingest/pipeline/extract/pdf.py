@@ -34,7 +34,6 @@ from __future__ import annotations
 import ctypes
 import math
 import re
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pypdfium2 as pdfium
@@ -67,6 +66,7 @@ from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
 from docingest.pipeline.extract.pdf_lines import PdfLine, read_lines
+from docingest.pipeline.extract.pdf_tables import page_tables
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -133,6 +133,7 @@ def iter_pdf(
     if sum(map(len, headings.values())) < MIN_OUTLINE_ENTRIES:
         finder = HeadingFinder()
     labels = page_labels(pdf, page_count)
+    tagged = bool(pdfium_c.FPDFCatalog_IsTagged(pdf))
     recogniser = LazyRecogniser(ocr, on_page=on_ocr_page, record=ocr_record)
     furniture = FurnitureFilter()
     failed_pages: list[int] = []
@@ -142,15 +143,16 @@ def iter_pdf(
         marked = finder.find(laid.lines) if finder is not None else None
         page_headings = headings.get(laid.index, [])
         texts = [line.text for line in laid.lines]
+        tables = frozenset(i for i, line in enumerate(laid.lines) if line.table)
         return page_blocks(
             texts, page=laid.index + 1, headings=page_headings, marked=marked,
-            footnotes=laid.footnotes,
+            footnotes=laid.footnotes, tables=tables,
         )  # fmt: skip
 
     try:
         for index in range(page_count):
             try:
-                lines, height = _page_lines(pdf, index, recogniser)
+                lines, height = _page_lines(pdf, index, recogniser, tagged=tagged)
             except pdfium.PdfiumError:
                 failed_pages.append(index + 1)
                 lines, height = [], 0.0
@@ -198,15 +200,17 @@ def _open(data: bytes) -> pdfium.PdfDocument:
 
 
 def _page_lines(
-    pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser
+    pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser, *, tagged: bool
 ) -> tuple[list[PdfLine], float]:
-    """The page's text layer as clean lines ("" a blank line) with their typography, or its
-    OCR's lines (without) when it has none (or OCR is forced); and the page's height."""
+    """The page's text layer as clean lines ("" a blank line) with their typography (a
+    tagged PDF's tables as whole lines), or its OCR's lines (without) when it has none (or
+    OCR is forced); and the page's height."""
     page = pdf[index]
     try:
         textpage = page.get_textpage()
         text = _mend_lam_alef(textpage, textpage.get_text_range())
-        styled = read_lines(textpage, text)
+        tables = page_tables(page, textpage, text) if tagged else ([], [])
+        styled = read_lines(textpage, text, tables, tidy=_tidy)
         textpage.close()
         mode = recogniser.options.mode
         needs_ocr = mode is OcrMode.FORCE or (
@@ -221,13 +225,13 @@ def _page_lines(
         if styled is None:
             plain = clean_lines(_mend_hyphens(text), page_label="", page_number=0)
             return [PdfLine(line) for line in plain], 0.0
-        lines = [
-            replace(line, text=clean(_mend_hyphens(line.text).replace("\n", " ")))
-            for line in styled
-        ]
-        return lines, page.get_height()
+        return styled, page.get_height()
     finally:
         page.close()
+
+
+def _tidy(line: str) -> str:
+    return clean(_mend_hyphens(line).replace("\n", " "))
 
 
 def _drop_page_number(lines: list[PdfLine], *, page_label: str, page_number: int) -> list[PdfLine]:

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import ctypes
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-SAMPLES_PER_LINE = 5
-"""Letters sampled per line for its typography."""
+from docingest.pipeline.extract.pdf_tables import PdfTable
+
+SAMPLES_PER_LINE = 3
+"""Letters sampled per line for its typography: first and last, and the middle one where
+those two differ in size (CPU: BENCHMARKS.md, "PDF structure")."""
 
 MAX_STYLED_LINES = 3000
 """Lines sampled per page at most; a page with more (100,000 tiny text objects) gets its
@@ -56,6 +60,10 @@ class PdfLine:
     columnar: bool = False
     """Words stand far apart, as a table row's cells do (read for lines in type other than
     the page's most common only: heading candidates)."""
+    start: int = -1
+    """Index of the line's first character in the text page (-1: not read from one)."""
+    table: bool = False
+    """The line is a whole table (`pdf_tables`), rows on lines of its `text`."""
 
     @property
     def styled(self) -> bool:
@@ -63,99 +71,184 @@ class PdfLine:
         return self.size > 0
 
 
-def read_lines(textpage: pdfium.PdfTextPage, text: str) -> list[PdfLine] | None:
-    """Split `text` (the whole text page, one character per index) into styled lines.
+def read_lines(
+    textpage: pdfium.PdfTextPage,
+    text: str,
+    tables: tuple[list[PdfTable], list[int]] = ([], []),
+    tidy: Callable[[str], str] = str.strip,
+) -> list[PdfLine] | None:
+    """Split `text` (the whole text page, one character per index) into styled lines, their
+    text passed through `tidy`; the lines mostly made of a table's characters (`tables`: the
+    tables and each character's table, from `pdf_tables.page_tables`) give way to the
+    table, at its first line.
 
     Returns None when the text does not line up with the character indices (then only the
     plain text is used). Blank lines are kept as empty `PdfLine`s (paragraph breaks).
     """
     if len(text) != pdfium_c.FPDFText_CountChars(textpage):
         return None
-    lines: list[PdfLine] = []
+    found, owners = tables
+    placed: set[int] = set()
+    read: list[tuple[str, int, _Style | None] | PdfLine] = []
     position = 0
-    name = ctypes.create_string_buffer(_NAME_SIZE)
-    flags = ctypes.c_int()
+    reader = _StyleReader(textpage)
     for raw in text.split("\r\n"):
-        if len(lines) < MAX_STYLED_LINES and raw.strip():
-            lines.append(_styled(textpage, raw, position, name, flags))
+        table = _table_of(raw, owners[position : position + len(raw)]) if owners else -1
+        if table >= 0:
+            if table not in placed:
+                placed.add(table)
+                if found[table].caption:  # a paragraph of its own, just before its table
+                    read += [PdfLine(""), PdfLine(found[table].caption), PdfLine("")]
+                read.append(PdfLine(found[table].text(), table=True))
+        elif len(read) < MAX_STYLED_LINES and raw.strip():
+            read.append((raw, position, reader.style(raw, position)))
         else:
-            lines.append(PdfLine(raw))
+            read.append((raw, position, None))
         position += len(raw) + 2
-    _mark_columnar(textpage, lines)
+    sizes: dict[float, int] = {}
+    for item in read:
+        if isinstance(item, tuple) and item[2] is not None:
+            sizes[item[2].size] = sizes.get(item[2].size, 0) + len(item[0])
+    usual = max(sizes, key=sizes.__getitem__) if sizes else 0.0
+    lines = []
+    for item in read:
+        if isinstance(item, PdfLine):
+            lines.append(item)
+            continue
+        raw, start, style = item
+        if style is None:
+            lines.append(PdfLine(tidy(raw), start=start))
+            continue
+        columnar = (style.bold or style.size > usual * 1.05) and reader.columnar(raw, start, style)
+        lines.append(
+            PdfLine(
+                tidy(raw),
+                size=style.size,
+                bold=style.bold,
+                italic=style.italic,
+                family=style.family,
+                left=style.left,
+                right=style.right,
+                top=style.top,
+                bottom=style.bottom,
+                columnar=columnar,
+                start=start,
+            )
+        )
     return lines
 
 
-def _mark_columnar(textpage: pdfium.PdfTextPage, lines: list[PdfLine]) -> None:
-    """Set `columnar` on the lines set bold or larger than the page's usual type."""
-    sizes: dict[float, int] = {}
-    for line in lines:
-        if line.styled:
-            sizes[line.size] = sizes.get(line.size, 0) + len(line.text)
-    if not sizes:
-        return
-    usual = max(sizes, key=sizes.__getitem__)
-    box = pdfium_c.FS_RECTF()
-    position = 0
-    for number, line in enumerate(lines):
-        start, position = position, position + len(line.text) + 2
-        if not line.styled or len(line.text) > _COLUMNAR_CHARS:
-            continue
-        if not (line.bold or line.size > usual * 1.05):
-            continue
-        previous_right = None
-        for offset, char in enumerate(line.text):
+def _table_of(raw: str, owners: list[int]) -> int:
+    """The table most of the line's letters and digits belong to, -1 when none does."""
+    counts: dict[int, int] = {}
+    letters = 0
+    for char, owner in zip(raw, owners, strict=False):
+        if char.isalnum():
+            letters += 1
+            counts[owner] = counts.get(owner, 0) + 1
+    best = max(counts, key=counts.__getitem__, default=-1)
+    return best if best >= 0 and 2 * counts[best] >= letters else -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Style:
+    size: float
+    bold: bool
+    italic: bool
+    family: str
+    left: float
+    right: float
+    top: float
+    bottom: float
+
+
+class _StyleReader:
+    """Samples lines of one text page; font names are parsed once per name."""
+
+    def __init__(self, textpage: pdfium.PdfTextPage) -> None:
+        self.textpage = textpage
+        self.name = ctypes.create_string_buffer(_NAME_SIZE)
+        self.flags = ctypes.c_int()
+        self.box = pdfium_c.FS_RECTF()
+        self.fonts: dict[bytes, tuple[str, bool]] = {}
+
+    def style(self, raw: str, start: int) -> _Style | None:
+        picks = _picks(raw)
+        if not picks:
+            return None
+        textpage, box, name, flags = self.textpage, self.box, self.name, self.flags
+        sizes: list[float] = []
+        families: list[str] = []
+        bolds = italics = 0
+        left, right, top, bottom = float("inf"), float("-inf"), float("-inf"), float("inf")
+        for number, offset in enumerate(picks):
+            if number == 2 and abs(sizes[0] - sizes[1]) < 0.25:
+                break  # the ends agree on the size: the middle adds nothing worth its cost
+            index = start + offset
+            size = pdfium_c.FPDFText_GetFontSize(textpage, index)
+            pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
+            if box.right > box.left or box.top > box.bottom:
+                left, right = min(left, box.left), max(right, box.right)
+                top, bottom = max(top, box.top), min(bottom, box.bottom)
+            if size <= 1.5:  # no size information: the glyph box's height, to a point
+                size = float(round(max(box.top - box.bottom, 0.0)))
+            sizes.append(size)
+            length = pdfium_c.FPDFText_GetFontInfo(textpage, index, name, _NAME_SIZE, flags)
+            font = name.value if 0 < length <= _NAME_SIZE else b""
+            if font not in self.fonts:
+                text = _SUBSET_TAG.sub("", font.decode("latin-1"))
+                family = text.split("-")[0].split(",")[0]
+                self.fonts[font] = (family, bool(_BOLD_NAME.search(text)))
+            family, bold_name = self.fonts[font]
+            families.append(family)
+            bolds += bold_name or pdfium_c.FPDFText_GetFontWeight(textpage, index) >= _BOLD_WEIGHT
+            italics += bool(flags.value & _ITALIC_FLAG)
+        sampled = len(sizes)
+        sizes.sort()
+        size = sizes[sampled // 2]
+        if size < 0.5:
+            return None
+        if left == float("inf"):
+            left = right = top = bottom = 0.0
+        return _Style(
+            round(size, 1),
+            bolds >= _MOSTLY * sampled,
+            italics >= _MOSTLY * sampled,
+            max(set(families), key=families.count),
+            left,
+            right,
+            top,
+            bottom,
+        )
+
+    def columnar(self, raw: str, start: int, style: _Style) -> bool:
+        """Whether two words of the line stand far apart (see `PdfLine.columnar`)."""
+        if len(raw) > _COLUMNAR_CHARS:
+            return False
+        box, previous_right = self.box, None
+        for offset, char in enumerate(raw):
             if char.isspace():
                 continue
-            pdfium_c.FPDFText_GetLooseCharBox(textpage, start + offset, box)
-            if previous_right is not None and box.left - previous_right > _COLUMN_GAP * line.size:
-                lines[number] = replace(line, columnar=True)
-                break
+            pdfium_c.FPDFText_GetLooseCharBox(self.textpage, start + offset, box)
+            if previous_right is not None and box.left - previous_right > _COLUMN_GAP * style.size:
+                return True
             previous_right = box.right
+        return False
 
 
-def _styled(
-    textpage: pdfium.PdfTextPage,
-    raw: str,
-    start: int,
-    name: ctypes.Array[ctypes.c_char],
-    flags: ctypes.c_int,
-) -> PdfLine:
-    letters = [i for i, ch in enumerate(raw) if ch.isalnum()]
-    if not letters:
-        letters = [i for i, ch in enumerate(raw) if not ch.isspace()]
-    step = max(len(letters) / SAMPLES_PER_LINE, 1.0)
-    picks = sorted({letters[int(k * step)] for k in range(min(SAMPLES_PER_LINE, len(letters)))})
-    sizes, bolds, italics, families = [], 0, 0, []
-    box = pdfium_c.FS_RECTF()
-    left, right, top, bottom = float("inf"), float("-inf"), float("-inf"), float("inf")
-    for offset in picks:
-        index = start + offset
-        size = pdfium_c.FPDFText_GetFontSize(textpage, index)
-        pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
-        if box.right > box.left or box.top > box.bottom:
-            left, right = min(left, box.left), max(right, box.right)
-            top, bottom = max(top, box.top), min(bottom, box.bottom)
-        if size <= 1.5:  # no size information: the glyph box's height, to a point
-            size = float(round(max(box.top - box.bottom, 0.0)))
-        sizes.append(size)
-        weight = pdfium_c.FPDFText_GetFontWeight(textpage, index)
-        length = pdfium_c.FPDFText_GetFontInfo(textpage, index, name, _NAME_SIZE, flags)
-        font = name.value.decode("latin-1") if 0 < length <= _NAME_SIZE else ""
-        families.append(_SUBSET_TAG.sub("", font).split("-")[0].split(",")[0])
-        bolds += weight >= _BOLD_WEIGHT or bool(_BOLD_NAME.search(font))
-        italics += bool(flags.value & _ITALIC_FLAG)
-    sizes.sort()
-    size = sizes[len(sizes) // 2] if sizes else 0.0
-    if left == float("inf"):
-        left = right = top = bottom = 0.0
-    return PdfLine(
-        raw,
-        size=round(size, 1) if size >= 0.5 else 0.0,
-        bold=bool(picks) and bolds >= _MOSTLY * len(picks),
-        italic=bool(picks) and italics >= _MOSTLY * len(picks),
-        family=max(set(families), key=families.count) if families else "",
-        left=left,
-        right=right,
-        top=top,
-        bottom=bottom,
-    )
+def _picks(raw: str) -> list[int]:
+    """Offsets of up to `SAMPLES_PER_LINE` letters or digits spread over the line: the first,
+    the last, then between (any visible character where the line has no letter)."""
+    length = len(raw)
+    picks: list[int] = []
+    for k in (0, SAMPLES_PER_LINE - 1, *range(1, SAMPLES_PER_LINE - 1)):
+        target = (k * (length - 1)) // max(SAMPLES_PER_LINE - 1, 1)
+        step = -1 if k == SAMPLES_PER_LINE - 1 else 1
+        position = target
+        while 0 <= position < length and not raw[position].isalnum():
+            position += step
+        if 0 <= position < length and position not in picks:
+            picks.append(position)
+    if not picks:
+        picks = [i for i, char in enumerate(raw) if not char.isspace()][:1]
+    return picks

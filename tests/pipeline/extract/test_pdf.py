@@ -112,7 +112,8 @@ def _pdf_with_a_missing_page(*, good_pages: int) -> bytes:
             "answers, the corresponding representations could be suboptimal.",
             2,
         ),
-        ("warn-report-excel2013.pdf", "XOMA (US) LLC Berkeley 39 Layoff Permanent", 4),
+        # Excel's tagged table: a row per line, cells in column order.
+        ("warn-report-excel2013.pdf", "XOMA (US) LLC | Berkeley | 39 | Layoff Permanent", 4),
         (
             "scanned-vicksburg-with-ocr-layer.pdf",
             "JUNE 10TH.—The heat of the sun increases, and we must improve our quarters.",
