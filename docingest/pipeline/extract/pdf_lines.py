@@ -38,7 +38,8 @@ _SUBSET_TAG = re.compile(r"^[A-Z]{6}\+")
 _NAME_SIZE = 128
 _MOSTLY = 0.8
 """A line is bold (italic) when this share of its samples is: all but a stray glyph."""
-_COLUMNAR_CHARS = 200
+_COLUMNAR_CHARS = 150
+_CLAUSE_ENDS = (".", ",", ";", ":")
 _COLUMN_GAP = 1.5
 """A gap between two words wider than this many times the type size parts table cells."""
 
@@ -119,7 +120,11 @@ def read_lines(
         if style is None:
             lines.append(PdfLine(tidy(raw), start=start))
             continue
-        columnar = (style.bold or style.size > usual * 1.05) and reader.columnar(raw, start, style)
+        columnar = (
+            (style.bold or style.size > usual * 1.05)
+            and not raw.rstrip().endswith(_CLAUSE_ENDS)  # only heading candidates
+            and reader.columnar(raw, start, style)
+        )
         lines.append(
             PdfLine(
                 tidy(raw),
@@ -166,7 +171,7 @@ class _StyleReader:
     """Samples lines of one text page; font names are parsed once per name."""
 
     def __init__(self, textpage: pdfium.PdfTextPage) -> None:
-        self.textpage = textpage
+        self.textpage = textpage.raw  # the handle itself: no conversion per call
         self.name = ctypes.create_string_buffer(_NAME_SIZE)
         self.flags = ctypes.c_int()
         self.box = pdfium_c.FS_RECTF()
@@ -182,7 +187,7 @@ class _StyleReader:
         bolds = italics = 0
         left, right, top, bottom = float("inf"), float("-inf"), float("-inf"), float("inf")
         for number, offset in enumerate(picks):
-            if number == 2 and abs(sizes[0] - sizes[1]) < 0.25:
+            if number == 2 and abs(sizes[0] - sizes[1]) < 1:
                 break  # the ends agree on the size: the middle adds nothing worth its cost
             index = start + offset
             size = pdfium_c.FPDFText_GetFontSize(textpage, index)

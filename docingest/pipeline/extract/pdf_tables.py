@@ -85,29 +85,27 @@ def page_tables(
                 for c, cell in enumerate(cells):
                     for mcid in cell.mcids:
                         owner_of_mcid.setdefault(mcid, (t, r, c))
-        char_mcids = _char_mcids(textpage, len(text))
-        pieces: dict[tuple[int, int, int], list[str]] = {}
-        firsts: dict[tuple[int, int, int], int] = {}  # each cell's first character
         owners = [-1] * len(text)
-        previous: tuple[int, int, int] | None = None
-        for index, mcid in enumerate(char_mcids):
-            owner = owner_of_mcid.get(mcid) if mcid >= 0 else None
-            if owner is None:
-                if text[index].isspace() and previous is not None:
-                    pieces[previous].append(" ")
-                continue
-            owners[index] = owner[0]
-            pieces.setdefault(owner, []).append(text[index])
-            firsts.setdefault(owner, index)
-            previous = owner
+        runs: dict[tuple[int, int, int], list[tuple[int, int]]] = {}  # cell → its characters
+        current: tuple[int, int, int] | None = None
+        run_start = 0
+        for index, mcid in enumerate([*_char_mcids(textpage, len(text)), -1]):
+            owner = owner_of_mcid.get(mcid)
+            if owner != current:  # by runs: a cell's characters mostly follow each other
+                if current is not None:
+                    runs.setdefault(current, []).append((run_start, index))
+                    owners[run_start:index] = [current[0]] * (index - run_start)
+                current, run_start = owner, index
+        pieces = {cell: " ".join(text[a:b] for a, b in spans) for cell, spans in runs.items()}
+        firsts = {cell: spans[0][0] for cell, spans in runs.items()}
         tables = []
         for t, rows in enumerate(raw_tables):
             rendered: list[tuple[str, ...]] = []
             header_rows = 0
-            caption = clean("".join(pieces.get((t, 0, 0), ())))
+            caption = clean(pieces.get((t, 0, 0), ""))
             for r, cells in enumerate(rows[1:], 1):
                 order = _left_to_right(textpage, [firsts.get((t, r, c)) for c in range(len(cells))])
-                row = tuple(clean("".join(pieces.get((t, r, c), ()))) for c in order)
+                row = tuple(clean(pieces.get((t, r, c), "")) for c in order)
                 if not any(row):
                     continue
                 if all(cell.header for cell in cells) and header_rows == len(rendered):
@@ -197,12 +195,11 @@ def _mcids(element: pdfium_c.FPDF_STRUCTELEMENT, budget: _Budget) -> set[int]:
 
 def _char_mcids(textpage: pdfium.PdfTextPage, count: int) -> list[int]:
     """The marked-content id of each character's text object (-1: none, or generated)."""
-    by_object: dict[int | None, int] = {}
+    get_object = pdfium_c.FPDFText_GetTextObject
+    get_mcid = pdfium_c.FPDFPageObj_GetMarkedContentID
+    raw = textpage.raw  # the handle itself: no conversion per call
     mcids = []
     for index in range(count):
-        obj = pdfium_c.FPDFText_GetTextObject(textpage, index)
-        address = ctypes.cast(obj, ctypes.c_void_p).value if obj else None
-        if address not in by_object:
-            by_object[address] = pdfium_c.FPDFPageObj_GetMarkedContentID(obj) if obj else -1
-        mcids.append(by_object[address])
+        obj = get_object(raw, index)
+        mcids.append(get_mcid(obj) if obj else -1)
     return mcids
