@@ -45,7 +45,7 @@ from docingest.pipeline.settings import Settings
 path = Path(sys.argv[2])
 data = path.read_bytes()
 started = time.process_time()
-document = extract(data, detect(data, path.name), settings=Settings())
+document = extract(data, detect(data, filename=path.name), settings=Settings())
 seconds = time.process_time() - started
 print(json.dumps({"seconds": seconds, "text": "\\n\\n".join(b.text for b in document.blocks)}))
 """
