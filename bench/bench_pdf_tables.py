@@ -1,6 +1,6 @@
 """Table rows kept whole: HTML and DOCX sources with data tables, read as they are and printed
-to PDF (Chromium `--print-to-pdf`, LibreOffice `--convert-to pdf`), today's code (a git
-revision) and this checkout side by side in one run.
+to PDF (Chromium `--print-to-pdf`, LibreOffice `--convert-to pdf` with "Tagged PDF" on), today's
+code (a git revision) and this checkout side by side in one run.
 
 Run: `.venv/bin/python bench/bench_pdf_tables.py [--baseline REV]` (needs /usr/bin/chromium
 and soffice).
@@ -33,6 +33,8 @@ HTML = ["debian-reference-ch01.en.html", "python311-library-datetime.html",
         "python311-library-os.html", "wikipedia-duck.html", "sec-10k-filing.html"]  # fmt: skip
 DOCX = ["statistics-homework-tables.docx", "debian-reference-ch04-libreoffice.docx",
         "docling-word-sample.docx", "irish-tax-illustrative-cases.docx"]  # fmt: skip
+TAGGED_PDF = 'pdf:writer_pdf_Export:{"UseTaggedPDF":{"type":"boolean","value":"true"}}'
+"""LibreOffice's export with tags, as "Tagged PDF" in its PDF options (off by default)."""
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 WORKER = """
@@ -129,7 +131,7 @@ def to_pdf(source: Path, work: Path) -> Path | None:
                    "--no-pdf-header-footer", f"--print-to-pdf={target}",
                    source.as_uri()]  # fmt: skip
     else:
-        command = ["soffice", "--headless", "--convert-to", "pdf", "--outdir", str(work),
+        command = ["soffice", "--headless", "--convert-to", TAGGED_PDF, "--outdir", str(work),
                    str(source)]  # fmt: skip
     try:
         subprocess.run(command, capture_output=True, timeout=300, check=False)
