@@ -2,8 +2,10 @@
 to PDF (Chromium `--print-to-pdf`, LibreOffice `--convert-to pdf` with "Tagged PDF" on), today's
 code (a git revision) and this checkout side by side in one run.
 
-Run: `.venv/bin/python bench/bench_pdf_tables.py [--baseline REV]` (needs /usr/bin/chromium
-and soffice).
+Run: `.venv/bin/python bench/bench_pdf_tables.py [--baseline REV] [--pdfplumber PYTHON]`
+(needs /usr/bin/chromium and soffice). `--pdfplumber` names an interpreter with pdfplumber
+installed (not a project dependency: it is measured, not used): its `extract_text()` of the
+same PDFs is scored alike, with its CPU beside docingest's.
 
 Truth: each source's table rows with two or more non-empty cells, read with lxml (`tr` and
 `th`/`td` in HTML, `w:tr` and `w:tc` in DOCX); rows holding a nested table are left out. A
@@ -51,6 +53,26 @@ document = extract(data, detect(data, filename=path.name), settings=Settings())
 seconds = time.process_time() - started
 print(json.dumps({"seconds": seconds, "text": "\\n\\n".join(b.text for b in document.blocks)}))
 """
+
+
+PLUMBER = """
+import json, sys, time
+import pdfplumber
+started = time.process_time()
+with pdfplumber.open(sys.argv[1]) as pdf:
+    text = "\\n".join(page.extract_text() or "" for page in pdf.pages)
+print(json.dumps({"seconds": time.process_time() - started, "text": text}))
+"""
+
+
+def run_plumber(python: str, path: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [python, "-c", PLUMBER, str(path)], capture_output=True, text=True, check=False
+    )
+    if done.returncode:
+        return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:200]}
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def squeeze(text: str) -> str:
@@ -143,12 +165,16 @@ def to_pdf(source: Path, work: Path) -> Path | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="main")
+    parser.add_argument("--pdfplumber", help="an interpreter with pdfplumber installed")
     args = parser.parse_args()
     corpus = find_corpus()
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
-    print("\n| source | rows | source today | source this | PDF today | PDF this | PDF CPU ×|")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    totals = [0, 0, 0, 0, 0]
+    print(
+        "\n| source | rows | source today | source this | PDF today | PDF this | PDF CPU × "
+        "| PDF pdfplumber | pdfplumber CPU × this |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    totals = [0, 0, 0, 0, 0, 0]
     with tempfile.TemporaryDirectory(prefix="bench-pdf-tables-") as temporary:
         work = Path(temporary)
         baseline = export_baseline(args.baseline, work / "baseline")
@@ -172,9 +198,19 @@ def main() -> None:
                 totals[index + 1] += counts[index]
             shares = [f"{count / len(rows):.0%}" for count in counts]
             ratio = seconds[3] / max(seconds[2], 1e-9)
-            print(f"| {source.name} | {len(rows)} | " + " | ".join(shares) + f" | {ratio:.2f} |")
+            plumber = ["", ""]
+            if args.pdfplumber and pdf is not None:
+                result = run_plumber(args.pdfplumber, pdf)
+                count = kept(rows, str(result.get("text", "")))
+                totals[5] += count
+                cpu = float(result.get("seconds", 0.0)) / max(seconds[3], 1e-9)
+                plumber = [f"{count / len(rows):.0%}", f"{cpu:.1f}"]
+            print(
+                f"| {source.name} | {len(rows)} | " + " | ".join(shares)
+                + f" | {ratio:.2f} | " + " | ".join(plumber) + " |"
+            )  # fmt: skip
     shares = [f"**{count / max(totals[0], 1):.0%}** ({count})" for count in totals[1:]]
-    print(f"| **all** | {totals[0]} | " + " | ".join(shares) + " | |")
+    print(f"| **all** | {totals[0]} | " + " | ".join(shares[:4]) + f" | | {shares[4]} | |")
     print(f"\nload average after: {os.getloadavg()[0]:.1f}")
 
 
