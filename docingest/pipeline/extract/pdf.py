@@ -65,7 +65,7 @@ from docingest.pipeline.extract.page_lines import clean, clean_lines, is_compoun
 from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
-from docingest.pipeline.extract.pdf_lines import PdfLine, read_lines
+from docingest.pipeline.extract.pdf_lines import PdfLine, align_text, read_lines
 from docingest.pipeline.extract.pdf_tables import page_tables
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ def _page_lines(
     page = pdf[index]
     try:
         textpage = page.get_textpage()
-        text = _mend_lam_alef(textpage, textpage.get_text_range())
+        text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
         tables = page_tables(page, textpage, text) if tagged else ([], [])
         styled = read_lines(textpage, text, tables, tidy=_tidy)
         textpage.close()

@@ -47,6 +47,7 @@ _DOTTED = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){0,5})\.?(?:\s+(?=[^\W\d_\"'“(])|
 _LETTERED = re.compile(r"^([A-Z])(?:\.(\d{1,3}(?:\.\d{1,3}){0,4})\.?|[.)])\s+(?=[^\W\d_])")
 _ROMAN = re.compile(r"^([IVX]{1,6})[.)]\s+(?=[^\W\d_])")
 _CAPS_WORDS = 5
+_SMALL_CAPS = re.compile(r"caps|^cmcsc|smallcap|\bsc\b", re.IGNORECASE)  # a small-capitals font
 _ADMONITIONS = frozenset(
     "note notes tip tips hint warning caution important attention danger remark example".split()
 )
@@ -130,7 +131,9 @@ class HeadingFinder:
         bolder = line.bold and not body.bold and line.size >= body.size * 0.95
         numbered = _numbering(text) is not None
         letters = [ch for ch in text if ch.isalpha()]
-        caps = len(letters) >= 3 and all(ch.isupper() for ch in letters)
+        caps = len(letters) >= 3 and (
+            all(ch.isupper() for ch in letters) or bool(_SMALL_CAPS.search(line.family))
+        )
         marked = numbered and (caps or line.italic or bolder or larger)
         if caps and len(text.split()) <= _CAPS_WORDS and _style(line) != _body_style(body):
             marked = True  # "REFERENCES" in small capitals

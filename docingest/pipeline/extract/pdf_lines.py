@@ -72,6 +72,34 @@ class PdfLine:
         return self.size > 0
 
 
+def align_text(textpage: pdfium.PdfTextPage, text: str) -> str:
+    """Return `text` (PDFium's `FPDFText_GetText`) with a NUL put back for each character index
+    it left out, so that text positions are character indices again.
+
+    PDFium leaves out of the text the glyphs it maps to no character (code 2: LaTeX math
+    symbols without a Unicode mapping), which shifts every later position; the NULs are
+    control characters that cleaning drops, so the text read is unchanged. Called for a page
+    whose text is shorter than its character count only (one call per character).
+    """
+    count = pdfium_c.FPDFText_CountChars(textpage)
+    if len(text) >= count:
+        return text
+    get_unicode, raw = pdfium_c.FPDFText_GetUnicode, textpage.raw
+    pieces, position = [], 0
+    for index in range(count):
+        code = get_unicode(raw, index)
+        if position < len(text) and (
+            ord(text[position]) == code or (code == 2 and text[position] == "\ufffe")
+        ):
+            pieces.append(text[position])
+            position += 1
+        else:
+            pieces.append("\x00")
+    if position < len(text):  # not a matter of left-out glyphs: keep PDFium's text
+        return text
+    return "".join(pieces)
+
+
 def read_lines(
     textpage: pdfium.PdfTextPage,
     text: str,

@@ -360,3 +360,15 @@ def test_2415_page_manual(pdf_dir: Path) -> None:
     assert document.blocks[-1].page == 2415
     pages = [block.page or 0 for block in document.blocks]
     assert pages == sorted(pages)
+
+
+def test_glyphs_without_characters_do_not_shift_the_typography(extract: Extract) -> None:
+    # PDFium leaves the IEEE paper's unmapped math glyphs out of its text, which put every
+    # later character of the page out of line with its type; its small-capital, roman-numbered
+    # sections were then lost. They are headings, and the letters under them one level down.
+    document = extract("ieee-tifs-individual-dp-2016.pdf")
+    headings = [(b.text, b.level) for b in document.blocks if b.kind is BlockKind.HEADING]
+    assert ("II. Background on Differential Privacy", 1) in headings
+    assert ("A. Noise calibration to the global sensitivity", 2) in headings
+    # The running head left the text, and nothing else did.
+    assert "IEEE TRANSACTIONS ON INFORMATION FORENSICS" not in _full_text(document)
