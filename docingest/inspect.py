@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.document import BlockKind
 from docingest.pipeline.errors import IngestError
 from docingest.pipeline.prepare import PreparedDocument, prepare_document
 from docingest.pipeline.settings import ChunkUnit, Settings
@@ -28,12 +29,25 @@ def _iter_files(paths: Sequence[Path]) -> Iterator[Path]:
             yield path
 
 
+def _structure(prepared: PreparedDocument) -> dict[str, list[dict[str, Any]]]:
+    """The headings (with levels) and tables the extractor found, in reading order."""
+    headings, tables = [], []
+    for block in prepared.document.blocks:
+        if block.kind is BlockKind.HEADING:
+            headings.append({"text": block.text, "level": block.level, "page": block.page})
+        elif block.kind is BlockKind.TABLE:
+            rows = block.text.split("\n")
+            tables.append({"rows": len(rows), "first_row": rows[0], "page": block.page})
+    return {"headings": headings, "tables": tables}
+
+
 def _prepared_to_json(path: Path, prepared: PreparedDocument) -> dict[str, Any]:
     return {
         "filename": path.name,
         "format": str(prepared.detection.format),
         "metadata": prepared.metadata,
         "extra": prepared.document.extra,
+        "structure": _structure(prepared),
         "chunks": [
             {
                 "index": chunk.index,
@@ -43,10 +57,23 @@ def _prepared_to_json(path: Path, prepared: PreparedDocument) -> dict[str, Any]:
                 "page_start": chunk.page_start,
                 "page_end": chunk.page_end,
                 "headings": list(chunk.headings),
+                **({"table_header": chunk.table_header} if chunk.table_header else {}),
             }
             for chunk in prepared.chunks
         ],
     }
+
+
+def _print_structure(prepared: PreparedDocument) -> None:
+    """Print the headings as an indented outline and the tables' sizes."""
+    structure = _structure(prepared)
+    for heading in structure["headings"]:
+        page = f" (p{heading['page']})" if heading["page"] is not None else ""
+        indent = "  " * (max(heading["level"], 1) - 1)
+        print(f"   H{heading['level']} {indent}{heading['text'][:EXTRA_CHARS]}{page}")
+    for table in structure["tables"]:
+        page = f" p{table['page']}" if table["page"] is not None else ""
+        print(f"   table{page}, {table['rows']} rows: {table['first_row'][:EXTRA_CHARS]}")
 
 
 def _print_human(path: Path, prepared: PreparedDocument) -> None:
@@ -65,6 +92,7 @@ def _print_human(path: Path, prepared: PreparedDocument) -> None:
     if meta.get("ocr"):
         pages_read = ", ".join(str(page) for page in meta["ocr"]["pages"])
         print(f"   ocr: pages {pages_read}, mean confidence {meta['ocr']['confidence']}")
+    _print_structure(prepared)
     for chunk in prepared.chunks:
         pages_span = (
             f"p{chunk.page_start}"

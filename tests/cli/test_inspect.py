@@ -48,3 +48,20 @@ def test_human_output_lists_the_extra_facts(
     assert "[eml, " in output
     assert "   to: NotMatthew <NotMatthew@notunstructured.com>" in output
     assert "secret.eml  FAILED encrypted_document" in output
+
+
+def test_inspect_shows_a_pdfs_headings_with_levels_and_its_tables(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    paper = CORPUS_DIR / "pdf/dpr-karpukhin2020-2col.pdf"  # no outline: typography
+    report = CORPUS_DIR / "pdf/warn-report-excel2013.pdf"  # Excel's tagged tables
+    assert main(["inspect", "--json", str(paper), str(report)]) == 0
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    headings = {(h["text"], h["level"]) for h in first["structure"]["headings"]}
+    assert {("3 Dense Passage Retriever (DPR)", 1), ("3.1 Overview", 2)} <= headings
+    assert any(chunk["headings"][-1:] == ["3.1 Overview"] for chunk in first["chunks"])
+    tables = second["structure"]["tables"]
+    assert tables and all(table["rows"] > 1 for table in tables)
+    assert main(["inspect", str(paper)]) == 0
+    output = capsys.readouterr().out
+    assert "   H2   3.1 Overview (p2)" in output

@@ -10,7 +10,13 @@ span). Headings with no body at all (a headings-only document, trailing headings
 chunk: nothing to retrieve under them. Sections are never merged, however small: a chunk
 carries one heading path, and merging e.g. a changelog's entries would label text with the
 wrong heading and blur the strongest topic boundary the document has. A section too long for
-one chunk is cut by `docingest.pipeline.chunking.splitter`.
+one chunk is cut by `docingest.pipeline.chunking.splitter`: a table's rows are its lines, so a
+row is split only when it alone is longer than a chunk.
+
+A chunk that starts inside a table after its first row carries that header row in
+`Chunk.table_header`, not in its text: the text stays an exact slice of the document (offsets,
+gaps, highlights and `expand` rebuild text from slices), and the vectors are made from the
+header and the text together (docs/design/decisions, "Table header rows beside the chunk").
 """
 
 from __future__ import annotations
@@ -41,6 +47,10 @@ class Chunk:
     page_end: int | None
     headings: tuple[str, ...]
     gap: str = ""
+    table_header: str = ""
+    """The header row (first line) of the table block this chunk starts inside of, when the
+    chunk does not hold it: kept beside `text`, never in it, so offsets stay exact slices;
+    the vectors are made from it and the text together (`indexing.chunk_vectors`)."""
 
 
 def chunk_text(
@@ -212,6 +222,12 @@ class _HeldBlocks:
                 low, high = bisect_right(offsets, start) - 1, bisect_right(offsets, stop - 1)
                 known = [page for page in pages[low:high] if page is not None]
             page_start, page_end = (min(known), max(known)) if known else (None, None)
+            block = bisect_right(offsets, start) - 1
+            table_header = ""
+            if blocks[block].kind is BlockKind.TABLE and start > offsets[block]:
+                table_header = blocks[block].text.split("\n", 1)[0]
+                if len(table_header) > size:  # a header longer than a chunk: not repeated
+                    table_header = ""
             chunks.append(
                 Chunk(
                     first + len(chunks),
@@ -222,6 +238,7 @@ class _HeldBlocks:
                     page_end,
                     headings,
                     gap,
+                    table_header,
                 )
             )
         if previous is not None:  # the text after the last chunk, for the next one's gap

@@ -7,8 +7,9 @@ linear time. Heuristics, chosen to keep all visible text but not the site furnit
 - Extract from the main container (Wikipedia `#mw-content-text`, `role=main`, `<main>`, a lone
   `<article>`, Sphinx `div.body`) if it holds a fifth of the page's text, else from `<body>`.
 - A table is layout, walked as ordinary blocks, if it has role=presentation or one column, or
-  a cell holds a table, heading, list, `<pre>`, `<blockquote>`, `<br><br>` or 1,000+ chars.
-  A data table is one TABLE block, a row per line, non-empty cells joined by " | ".
+  a cell holds a table, a heading or 1,000+ chars. A data table is one TABLE block, a row per
+  line, non-empty cells joined by " | "; a cell's paragraphs, list items and lines are joined
+  on its line. A table inside a list item is a block of its own between the item's lines.
 - A `<pre>` is verbatim CODE unless plain prose (no child elements or code-ish class, 1,000+
   chars in 3+ blank-line separated parts, under 1% of `{}[];=<>$\\|`), which is split at blank
   lines into paragraphs: they chunk and retrieve better than one giant block.
@@ -72,7 +73,7 @@ _BLOCK_TAGS = frozenset(
 )
 _ATOMIC_TAGS = _HEADINGS | _LISTS | {"pre", "table"}  # become blocks of their own
 _CONTENT_TAGS = frozenset(("article", "main", "section"))
-_LAYOUT_SIGNS = _HEADINGS | _LISTS | {"table", "pre", "blockquote", "dl"}
+_LAYOUT_SIGNS = _HEADINGS | {"table"}
 _CODE_CLASS_HINTS = ("code", "highlight", "program", "screen", "source", "syntax", "shell", "lang")
 _CODE_PUNCTUATION = frozenset("{}[];=<>$\\|")
 
@@ -318,6 +319,10 @@ def _list_blocks(root: Tag) -> list[Block]:
         elif node.name == "pre":
             blocks += [Block(dedent("\n".join(lines)), BlockKind.LIST), *_pre_blocks(node)]
             lines = []
+        elif node.name == "table":  # a table in an item: its own blocks, the list goes on
+            table = _atomic_blocks(node)
+            blocks += [Block(dedent("\n".join(lines)), BlockKind.LIST), *(table or _walk(node))]
+            lines = []
         elif node.name in _LISTS:  # queue its items, and any lists or text stray inside it
             start = str(node.get("start", "")).strip()
             number = int(start) if start.isdigit() else 1
@@ -331,14 +336,14 @@ def _list_blocks(root: Tag) -> list[Block]:
                     entries.append((child if isinstance(child, Tag) else str(child), depth, ""))
         else:  # an item: its text, interrupted by nested lists and <pre>s, in order
             pending: list[str] = []
-            for part in [*_collect(node, stop=_LISTS | {"pre"}), None]:
+            for part in [*_collect(node, stop=_LISTS | {"pre", "table"}), None]:
                 if isinstance(part, str):
                     pending.append(part)
                     continue
                 entries.append(("".join(pending), depth + bool(entries), "" if entries else marker))
                 pending = []
                 if part is not None:
-                    entries.append((part, depth + (part.name != "pre"), ""))
+                    entries.append((part, depth + (part.name in _LISTS), ""))
         stack.extend(reversed(entries))
     blocks.append(Block(dedent("\n".join(lines)), BlockKind.LIST))
     return [block for block in blocks if block.text]
@@ -357,11 +362,10 @@ def _table_rows(table: Tag) -> list[list[str]] | None:
         elif tag.name == "tr":
             row = []
             for cell in (c for c in _child_tags(tag) if c.name in ("td", "th")):
-                parts = _collect(cell, stop=_LAYOUT_SIGNS)
+                parts = _collect(cell, stop=_LAYOUT_SIGNS, br=" ")
                 text = "".join(part for part in parts if isinstance(part, str))
-                blocky = any(isinstance(part, Tag) for part in parts)
-                if blocky or len(text) > 1000 or _BLANK_LINES.search(text):
-                    return None  # a block element, a long text or two paragraphs: layout
+                if any(isinstance(part, Tag) for part in parts) or len(text) > 1000:
+                    return None  # a table or heading inside, or a long text: layout
                 if text := _clean(text).replace("\n", " "):
                     row.append(text)
             if row:

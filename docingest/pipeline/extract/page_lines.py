@@ -12,7 +12,8 @@ next, unless the cut word looks like a compound's head and keeps its hyphen: one
 
 Headings come from the PDF outline: each entry becomes a heading on its destination page, in
 place of the line (or two) that spells its title, or before the page's first block when none
-does.
+does. Without an outline they come from typography (`pdf_headings`), as lines marked
+headings; footnotes (`pdf_layout`) follow the page's last block, each a block of its own.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ _NUMBERING = re.compile(
 Heading = tuple[str, int]
 """An outline entry placed on a page: (title, level), level 1 at the top."""
 
+MarkedHeadings = dict[int, tuple[str, int, int]]
+"""Headings found on a page's lines: first line → (title, level, lines it spans)."""
+
 
 def clean(text: str) -> str:
     """Drop control characters, expand ligature characters and collapse spaces in a line."""
@@ -64,8 +68,17 @@ def clean_lines(text: str, *, page_label: str, page_number: int) -> list[str]:
     return lines
 
 
-def page_blocks(lines: list[str], *, page: int, headings: list[Heading]) -> list[Block]:
-    """Turn one page's lines into heading and paragraph blocks."""
+def page_blocks(
+    lines: list[str],
+    *,
+    page: int,
+    headings: list[Heading],
+    marked: MarkedHeadings | None = None,
+    footnotes: list[str] | None = None,
+    tables: frozenset[int] = frozenset(),
+) -> list[Block]:
+    """Turn one page's lines into heading and paragraph blocks, footnotes last; the lines at
+    `tables` are whole tables (rows on lines), each a table block."""
     placed: dict[int, list[Block]] = defaultdict(list)
     taken: set[int] = set()
     start = 0
@@ -78,20 +91,28 @@ def page_blocks(lines: list[str], *, page: int, headings: list[Heading]) -> list
             placed[found.start].append(heading)
             taken.update(found)
             start = found.stop
+    for position, (title, level, span) in (marked or {}).items():
+        lines_spanned = range(position, position + span)
+        if not taken.intersection(lines_spanned):  # an outline entry's line is not twice
+            placed[position].append(Block(title, BlockKind.HEADING, level=level, page=page))
+            taken.update(lines_spanned)
     blocks = list(placed[-1])
-    lengths = sorted(len(line) for line in lines if line)
+    lengths = sorted(len(line) for i, line in enumerate(lines) if line and i not in tables)
     typical = lengths[int(len(lengths) * 0.8)] if lengths else 0
     segment: list[str] = []
     for position, line in enumerate(lines):
         if position in taken and position not in placed:
             continue  # the second line of a two-line heading
-        if position in placed or not line:
+        if position in placed or position in tables or not line:
             blocks.extend(_paragraphs(segment, typical, page))
             segment = []
             blocks.extend(placed.get(position, ()))
+            if position in tables:
+                blocks.append(Block(line, BlockKind.TABLE, page=page))
         else:
             segment.append(line)
     blocks.extend(_paragraphs(segment, typical, page))
+    blocks.extend(Block(note, page=page) for note in footnotes or ())
     return blocks
 
 

@@ -11,11 +11,12 @@ A line-end hyphen PDFium recognises comes back as U+FFFE with the line already j
 hyphen is dropped or kept by the same compound rule as any other (`page_lines`). Arabic
 lam-alef ligatures come back with their two letters swapped and are put back in order.
 
-Headings come from the outline (bookmarks) only, as with pypdf before. Font sizes are not used
-yet: the manuals and two papers of the corpus have an outline (6 of its 21 text PDFs), and
-the papers without one (DPR, NAACL, IEEE TIFS) get no heading path. PDFium gives each
-character's font size (`FPDFText_GetFontSize`), one call per line would do, which is where
-such headings would come from.
+Structure: each line is read with its typography and place (`pdf_lines`); running heads,
+feet and page numbers leave the text and footnotes move to the end of their page
+(`pdf_layout`, which holds pages a few back to compare them). Headings come from the outline
+(bookmarks) when it has at least `MIN_OUTLINE_ENTRIES` entries, else from typography
+(`pdf_headings`) besides the few entries it has: an outline of one entry (a title) says
+little of the sections.
 
 OCR: a page whose text layer holds no text but draws something (a scan, a photo, text turned
 into outlines) is rendered in grey at `ocr_dpi` and read by Tesseract (`ocr.py`); with
@@ -39,6 +40,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from docingest.pipeline.document import (
+    Block,
     BlockStream,
     DocumentFormat,
     ExtractedDocument,
@@ -59,14 +61,21 @@ from docingest.pipeline.extract.ocr import (
     OcrPageHook,
     OcrRecord,
 )
-from docingest.pipeline.extract.page_lines import clean_lines, is_compound, page_blocks
+from docingest.pipeline.extract.page_lines import clean, clean_lines, is_compound, page_blocks
+from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
+from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
+from docingest.pipeline.extract.pdf_lines import PdfLine, align_text, read_lines
+from docingest.pipeline.extract.pdf_tables import page_tables
 
 if TYPE_CHECKING:
     from PIL.Image import Image
 
 MIN_OCR_DPI = 72
 """The lowest resolution a page is rendered at for OCR; a larger page is too large."""
+
+MIN_OUTLINE_ENTRIES = 3
+"""Outline entries from which the outline, not typography, gives the headings."""
 
 _SOFT_HYPHEN = re.compile(r"(\S*)\ufffe(\w?)")
 _ALEF_LAM = re.compile("[\u0622\u0623\u0625\u0627]\u0644")
@@ -120,22 +129,43 @@ def iter_pdf(
             "split it into smaller files."
         )
     headings = outline_headings(pdf, page_count)
+    finder = None
+    if sum(map(len, headings.values())) < MIN_OUTLINE_ENTRIES:
+        finder = HeadingFinder()
     labels = page_labels(pdf, page_count)
+    tagged = bool(pdfium_c.FPDFCatalog_IsTagged(pdf))
     recogniser = LazyRecogniser(ocr, on_page=on_ocr_page, record=ocr_record)
+    furniture = FurnitureFilter()
     failed_pages: list[int] = []
     has_text = False
+
+    def blocks(laid: LaidOutPage) -> list[Block]:
+        marked = finder.find(laid.lines) if finder is not None else None
+        page_headings = headings.get(laid.index, [])
+        texts = [line.text for line in laid.lines]
+        tables = frozenset(i for i, line in enumerate(laid.lines) if line.table)
+        return page_blocks(
+            texts, page=laid.index + 1, headings=page_headings, marked=marked,
+            footnotes=laid.footnotes, tables=tables,
+        )  # fmt: skip
+
     try:
         for index in range(page_count):
             try:
-                text = _page_text(pdf, index, recogniser)
+                lines, height = _page_lines(pdf, index, recogniser, tagged=tagged)
             except pdfium.PdfiumError:
                 failed_pages.append(index + 1)
-                text = ""
-            lines = clean_lines(text, page_label=labels[index], page_number=index + 1)
-            has_text = has_text or any(lines)
+                lines, height = [], 0.0
+            lines = _drop_page_number(lines, page_label=labels[index], page_number=index + 1)
+            has_text = has_text or any(line.text for line in lines)
+            if finder is not None:
+                finder.count(lines)
             if on_page is not None:
                 on_page(index + 1, page_count)
-            yield page_blocks(lines, page=index + 1, headings=headings.get(index, []))
+            for laid in furniture.add(PdfPage(index, lines, height)):
+                yield blocks(laid)
+        for laid in furniture.finish():
+            yield blocks(laid)
     finally:
         recogniser.close()
     if not has_text:
@@ -169,12 +199,18 @@ def _open(data: bytes) -> pdfium.PdfDocument:
         raise CorruptDocument(f"The PDF is damaged ({detail}) and cannot be read.") from exc
 
 
-def _page_text(pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser) -> str:
-    """The page's text layer, or its OCR when it has none (or OCR is forced)."""
+def _page_lines(
+    pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser, *, tagged: bool
+) -> tuple[list[PdfLine], float]:
+    """The page's text layer as clean lines ("" a blank line) with their typography (a
+    tagged PDF's tables as whole lines), or its OCR's lines (without) when it has none (or
+    OCR is forced); and the page's height."""
     page = pdf[index]
     try:
         textpage = page.get_textpage()
-        text = _mend_hyphens(_mend_lam_alef(textpage, textpage.get_text_range()))
+        text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
+        tables = page_tables(page, textpage, text) if tagged else ([], [])
+        styled = read_lines(textpage, text, tables, tidy=_tidy)
         textpage.close()
         mode = recogniser.options.mode
         needs_ocr = mode is OcrMode.FORCE or (
@@ -182,12 +218,34 @@ def _page_text(pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser) 
             and not any(char.isalnum() for char in text)
             and pdfium_c.FPDFPage_CountObjects(page) > 0
         )
-        if not needs_ocr:
-            return text
-        recognised = recogniser.read(_render(page, index, recogniser.options), page=index + 1)
-        return text if recognised is None else recognised.text
+        if needs_ocr:
+            recognised = recogniser.read(_render(page, index, recogniser.options), page=index + 1)
+            text = text if recognised is None else recognised.text
+            styled = None
+        if styled is None:
+            plain = clean_lines(_mend_hyphens(text), page_label="", page_number=0)
+            return [PdfLine(line) for line in plain], 0.0
+        return styled, page.get_height()
     finally:
         page.close()
+
+
+def _tidy(line: str) -> str:
+    return clean(_mend_hyphens(line).replace("\n", " "))
+
+
+def _drop_page_number(lines: list[PdfLine], *, page_label: str, page_number: int) -> list[PdfLine]:
+    """Trim blank lines at both ends, and a page number alone on the first or last line."""
+    start, end = 0, len(lines)
+    while start < end and not lines[start].text:
+        start += 1
+    while end > start and not lines[end - 1].text:
+        end -= 1
+    if end > start and lines[end - 1].text in (page_label, str(page_number)):
+        end -= 1
+    if end > start and lines[start].text in (page_label, str(page_number)):
+        start += 1
+    return lines[start:end]
 
 
 def _mend_lam_alef(textpage: pdfium.PdfTextPage, text: str) -> str:

@@ -25,7 +25,13 @@ def text_hash(text: str) -> str:
 
 def keyword_text(chunk: Chunk) -> str:
     """Return the text a chunk's keyword vector is built from: its heading path and text."""
-    return "\n".join([*chunk.headings, chunk.text])
+    return "\n".join([*chunk.headings, dense_text(chunk)])
+
+
+def dense_text(chunk: Chunk) -> str:
+    """Return the chunk's text with the header row of the table it continues, if any
+    (`Chunk.table_header`): a row of numbers means little without its columns' names."""
+    return f"{chunk.table_header}\n{chunk.text}" if chunk.table_header else chunk.text
 
 
 def document_title(filename: str | None, user_metadata: Mapping[str, Any]) -> str | None:
@@ -48,7 +54,7 @@ def embedding_text(chunk: Chunk, title: str | None) -> str:
     "Contextual headers"). A heading equal to the title is not repeated."""
     header = [title] if title else []
     header += [heading for heading in chunk.headings if heading != title]
-    return "\n".join([*header, chunk.text])
+    return "\n".join([*header, dense_text(chunk)])
 
 
 def embed_missing(

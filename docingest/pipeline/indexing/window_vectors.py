@@ -19,6 +19,7 @@ import numpy as np
 from docingest.pipeline.chunking import Chunk
 from docingest.pipeline.embedders.base import Embedder
 from docingest.pipeline.indexing.chunk_vectors import (
+    dense_text,
     embed_missing,
     embedding_text,
     keyword_text,
@@ -77,7 +78,7 @@ class WindowVectors:
         if self.config.contextual_headers:  # the hash keys reuse: it covers the header too
             texts = [embedding_text(chunk, self.title) for chunk in chunks]
         else:
-            texts = [chunk.text for chunk in chunks]
+            texts = [dense_text(chunk) for chunk in chunks]
         hashes = [text_hash(text) for text in texts]
         chunking = self.config.chunking
         avg_len = average_length(chunking.chunk_size, chunking.unit)

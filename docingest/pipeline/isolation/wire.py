@@ -136,6 +136,7 @@ def encode(message: Message) -> str:
                         c.page_end,
                         list(c.headings),
                         c.gap,
+                        c.table_header,
                     ]
                     for c in chunks
                 ]
@@ -197,6 +198,7 @@ def _chunks(rows: list[list[Any]]) -> list[Chunk]:
             page_end=page_end,
             headings=tuple(str(h) for h in headings),
             gap=str(gap),
+            table_header=str(header[0]) if header else "",
         )
-        for index, text, start, end, page_start, page_end, headings, gap in rows
+        for index, text, start, end, page_start, page_end, headings, gap, *header in rows
     ]

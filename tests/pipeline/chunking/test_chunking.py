@@ -412,3 +412,37 @@ def test_a_sections_chunks_come_out_before_later_blocks_are_read() -> None:
 def test_bad_sizes_are_refused(size: int, overlap: int) -> None:
     with pytest.raises(ValueError, match="chunk_size must be positive"):
         chunk_text("text", chunk_size=size, chunk_overlap=overlap)
+
+
+def _table(rows: int) -> Block:
+    lines = ["Name | Size | Description"]
+    lines += [f"item{n} | {n * 7} bytes | row number {n} of the table" for n in range(rows)]
+    return Block("\n".join(lines), BlockKind.TABLE)
+
+
+def test_table_rows_are_never_split_and_continued_chunks_carry_the_header() -> None:
+    blocks = [Block("Types", BlockKind.HEADING, level=1), Block("Intro text."), _table(400)]
+    text, _ = join_blocks(blocks)
+    rows = set(blocks[2].text.split("\n"))
+    chunks = chunk_document(blocks, chunk_size=300, chunk_overlap=60)
+    assert len(chunks) > 10
+    for chunk in chunks:
+        assert text[chunk.start : chunk.end] == chunk.text  # offsets stay exact slices
+        inside = chunk.text.split("\n")
+        if chunk.start >= text.index("item0"):
+            assert all(line in rows for line in inside), inside  # whole rows only
+            assert chunk.table_header == "Name | Size | Description"
+            assert "Name | Size" not in chunk.text  # beside the text, not in it
+    assert chunks[0].table_header == ""  # the first chunk holds the header itself
+
+
+def test_a_row_longer_than_a_chunk_is_the_only_one_cut() -> None:
+    long_row = "long | " + "word " * 200
+    block = Block("A | B\nshort | row\n" + long_row.strip() + "\nafter | row", BlockKind.TABLE)
+    chunks = chunk_document([block], chunk_size=200, chunk_overlap=0)
+    texts = [chunk.text for chunk in chunks]
+    for row in ("A | B", "short | row", "after | row"):  # whole, in some chunk
+        assert any(row in text.split("\n") for text in texts), row
+    # The long row alone is cut, into pieces no longer than a chunk.
+    assert len(chunks) > 5
+    assert all(len(text) <= 200 for text in texts)

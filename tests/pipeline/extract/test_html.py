@@ -375,3 +375,31 @@ def test_an_internal_dtd_after_an_xml_prolog_is_not_a_chunk() -> None:
     document = extract_html(page, encoding=None)
     assert [block.text for block in document.blocks] == ["The ferry leaves at dawn on Sunday."]
     assert document.title == "Tides"
+
+
+def test_table_inside_a_list_item_keeps_its_rows() -> None:
+    page = (
+        b"<ul><li>Install the packages:<table><tr><th>package</th><th>role</th></tr>"
+        b"<tr><td>mc</td><td>file manager</td></tr></table></li><li>Then log in.</li></ul>"
+    )
+    blocks = extract_html(page, encoding=None).blocks
+    assert [(b.kind, b.text) for b in blocks] == [
+        (BlockKind.LIST, "- Install the packages:"),
+        (BlockKind.TABLE, "package | role\nmc | file manager"),
+        (BlockKind.LIST, "- Then log in."),
+    ]
+
+
+def test_cells_with_paragraphs_lists_and_breaks_stay_one_row_each() -> None:
+    page = (
+        b"<table><tr><th>Option</th><th>Meaning</th></tr>"
+        b"<tr><td><p>-a</p></td><td><p>All files.</p>\n\n<p>Hidden ones too.</p></td></tr>"
+        b"<tr><td>-l<br><br>(long)</td><td><ul><li>size</li><li>owner</li></ul></td></tr></table>"
+    )
+    blocks = extract_html(page, encoding=None).blocks
+    assert [(b.kind, b.text) for b in blocks] == [
+        (
+            BlockKind.TABLE,
+            "Option | Meaning\n-a | All files. Hidden ones too.\n-l (long) | size owner",
+        )
+    ]

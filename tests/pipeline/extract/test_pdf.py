@@ -112,7 +112,8 @@ def _pdf_with_a_missing_page(*, good_pages: int) -> bytes:
             "answers, the corresponding representations could be suboptimal.",
             2,
         ),
-        ("warn-report-excel2013.pdf", "XOMA (US) LLC Berkeley 39 Layoff Permanent", 4),
+        # Excel's tagged table: a row per line, cells in column order.
+        ("warn-report-excel2013.pdf", "XOMA (US) LLC | Berkeley | 39 | Layoff Permanent", 4),
         (
             "scanned-vicksburg-with-ocr-layer.pdf",
             "JUNE 10TH.—The heat of the sun increases, and we must improve our quarters.",
@@ -173,9 +174,27 @@ def test_nested_outline_levels(extract: Extract) -> None:
     assert (headings["The shell prompt"].level, headings["The shell prompt"].page) == (3, 29)
 
 
-def test_no_outline_means_no_headings(extract: Extract) -> None:
+def test_no_outline_means_headings_from_typography(extract: Extract) -> None:
+    # The bold run-in titles of the Federal Register notice, read in its PDF by eye.
     document = extract("federal-register-2020-17221.pdf")
-    assert not any(block.kind is BlockKind.HEADING for block in document.blocks)
+    titles = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
+    for title in ("Comments Invited", "Background", "Costs of Compliance", "Regulatory Findings"):
+        assert title in titles
+    assert titles.index("Background") < titles.index("Costs of Compliance")
+
+
+def test_numbered_headings_of_a_paper_get_levels_by_number(extract: Extract) -> None:
+    document = extract("dpr-karpukhin2020-2col.pdf")
+    headings = {b.text: b for b in document.blocks if b.kind is BlockKind.HEADING}
+    assert (headings["2 Background"].level, headings["2 Background"].page) == (1, 2)
+    assert (headings["3.1 Overview"].level, headings["3.1 Overview"].page) == (2, 2)
+    assert headings["8 Conclusion"].level == 1
+    # A footnote leaves the sentence it interrupted in the column order, and closes its page.
+    text = _full_text(document)
+    assert "differs from 6We use" not in text
+    note = next(b for b in document.blocks if b.text.startswith("6We use the unfiltered"))
+    last_on_page = [b for b in document.blocks if b.page == note.page][-1]
+    assert last_on_page.text.startswith(("6We use", "7", "8"))
 
 
 @pytest.mark.parametrize(
@@ -341,3 +360,15 @@ def test_2415_page_manual(pdf_dir: Path) -> None:
     assert document.blocks[-1].page == 2415
     pages = [block.page or 0 for block in document.blocks]
     assert pages == sorted(pages)
+
+
+def test_glyphs_without_characters_do_not_shift_the_typography(extract: Extract) -> None:
+    # PDFium leaves the IEEE paper's unmapped math glyphs out of its text, which put every
+    # later character of the page out of line with its type; its small-capital, roman-numbered
+    # sections were then lost. They are headings, and the letters under them one level down.
+    document = extract("ieee-tifs-individual-dp-2016.pdf")
+    headings = [(b.text, b.level) for b in document.blocks if b.kind is BlockKind.HEADING]
+    assert ("II. Background on Differential Privacy", 1) in headings
+    assert ("A. Noise calibration to the global sensitivity", 2) in headings
+    # The running head left the text, and nothing else did.
+    assert "IEEE TRANSACTIONS ON INFORMATION FORENSICS" not in _full_text(document)

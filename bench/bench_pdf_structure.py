@@ -1,0 +1,245 @@
+"""PDF structure: headings from typography against the outline, furniture, CPU and glued words,
+today's code (a git revision) and this checkout side by side in one run.
+
+Run: `.venv/bin/python bench/bench_pdf_structure.py [--baseline REV] [--pages N]`.
+
+Headings: each corpus PDF with an outline, cut to its first `--pages` pages and its outline
+removed (pypdf), is extracted by both trees; the outline's titles on those pages are the
+truth. A found heading matches a title when their letters (numbering, case and punctuation
+aside) are equal, or one holds the other and the shorter has 8 letters or more, on the same
+page or the next. Recall: titles matched; precision: headings that match a title; level
+agreement: matched pairs whose levels are equal (outline depth + 1).
+
+CPU and glued words: every text PDF of the corpus, whole, each tree in a child process of its
+own, CPU seconds per page; a glued word is a run of 20 or more letters (`bench_pdf_engines`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+from _common import find_corpus, machine  # noqa: E402
+
+NUMBERING = re.compile(
+    r"^(?:(?i:chapter|section|part|appendix)\s+)?(?:\d+|[IVXLC]+|[A-Z])(?:[.\-]\w+)*[.):]?\s+"
+)
+GLUED = re.compile(r"[^\W\d_]{20,}")
+SKIP = re.compile(r"^(corrupt-|encrypted-|scanned-)")
+OUTLINED = ["arxiv-1601.03642-thoma.pdf", "debian-reference.en.pdf", "gnuplot-5.4-manual.pdf",
+            "irs-irm-2.3.59-400p.pdf", "R-4.2.2-refman.pdf"]  # fmt: skip
+
+WORKER = """
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from docingest.pipeline.extract.pdf import extract_pdf
+data = open(sys.argv[2], "rb").read()
+started = time.process_time()
+document = extract_pdf(data, max_pages=10_000)
+seconds = time.process_time() - started
+blocks = [(b.kind.value, b.level, b.page, b.text) for b in document.blocks]
+print(json.dumps({"seconds": seconds, "pages": document.pages, "blocks": blocks}))
+"""
+
+
+def run_tree(root: Path, pdf: Path) -> dict[str, Any]:
+    """Extract `pdf` with the docingest at `root`, in a child process."""
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, str(root), str(pdf)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        return {"error": done.stderr.strip().splitlines()[-1][:200]}
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def export_baseline(revision: str, into: Path) -> Path:
+    """Write the tree of `revision` under `into` (git archive), for importing."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", revision, "docingest"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def key(text: str) -> str:
+    folded = NUMBERING.sub("", text.strip(), count=1).casefold()
+    return "".join(ch for ch in folded if ch.isalnum()) or "".join(
+        ch for ch in text.casefold() if ch.isalnum()
+    )
+
+
+def same(found: str, title: str) -> bool:
+    a, b = key(found), key(title)
+    if not a or not b:
+        return False
+    short, long = sorted((a, b), key=len)
+    if len(short) >= 4 and long.startswith(short):  # ".Machine Numerical Characteristics…"
+        return True
+    return a == b or (len(short) >= 8 and short in long)
+
+
+def cut(path: Path, pages: int, into: Path) -> tuple[Path, list[tuple[str, int, int]]]:
+    """Write the first `pages` pages of `path` without outline; return it and the truth."""
+    import pypdfium2 as pdfium
+    from pypdf import PdfReader, PdfWriter
+
+    truth = []
+    document = pdfium.PdfDocument(path)
+    for item in document.get_toc(max_depth=16):
+        destination = item.get_dest()
+        index = destination.get_index() if destination is not None else None
+        title = " ".join((item.get_title() or "").split())
+        if index is not None and index < pages and title:
+            truth.append((title, min(item.level + 1, 6), index + 1))
+    reader = PdfReader(path)
+    writer = PdfWriter()
+    for page in reader.pages[:pages]:
+        writer.add_page(page)
+    target = into / f"cut-{path.name}"
+    with target.open("wb") as out:
+        writer.write(out)
+    return target, truth
+
+
+def score(blocks: list[Any], truth: list[tuple[str, int, int]]) -> dict[str, float]:
+    found = [(text, level, page) for kind, level, page, text in blocks if kind == "heading"]
+    matched_truth, matched_found, levels_equal = set(), set(), 0
+    shifts: Counter[int] = Counter()
+    for t_index, (title, t_level, t_page) in enumerate(truth):
+        for f_index, (text, f_level, f_page) in enumerate(found):
+            if f_index in matched_found or not (0 <= f_page - t_page <= 1):
+                continue
+            if same(text, title):
+                matched_truth.add(t_index)
+                matched_found.add(f_index)
+                levels_equal += f_level == t_level
+                shifts[t_level - f_level] += 1
+                break
+    return {
+        "titles": len(truth),
+        "found": len(found),
+        "recall": len(matched_truth) / max(len(truth), 1),
+        "precision": len(matched_found) / max(len(found), 1),
+        "levels": levels_equal / max(len(matched_found), 1),
+        "shifted": max(shifts.values(), default=0) / max(len(matched_found), 1),
+    }
+
+
+def headings(corpus: Path, trees: dict[str, Path], pages: int, work: Path) -> None:
+    print(f"\n## Headings without the outline (first {pages} pages)\n")
+    print("| file | titles | " + " | ".join(
+        f"{name} found | {name} recall | {name} precision | {name} levels (shifted)"
+        for name in trees
+    ) + " |")  # fmt: skip
+    print("|---|---:|" + "---:|" * 4 * len(trees))
+    sums: dict[str, list[float]] = {name: [0, 0, 0, 0, 0, 0] for name in trees}
+    for name in OUTLINED:
+        source, truth = cut(corpus / "pdf" / name, pages, work)
+        row = [name, str(len(truth))]
+        for tree_name, root in trees.items():
+            result = run_tree(root, source)
+            if "error" in result:
+                row += [result["error"], "", "", ""]
+                continue
+            s = score(result["blocks"], truth)
+            total = sums[tree_name]
+            total[0] += s["titles"]
+            total[1] += s["found"]
+            total[2] += s["recall"] * s["titles"]
+            total[3] += s["precision"] * s["found"]
+            total[4] += s["levels"] * s["precision"] * s["found"]
+            total[5] += s["shifted"] * s["precision"] * s["found"]
+            row += [str(s["found"]), f"{s['recall']:.0%}", f"{s['precision']:.0%}",
+                    f"{s['levels']:.0%} ({s['shifted']:.0%})"]  # fmt: skip
+        print("| " + " | ".join(row) + " |", flush=True)
+    row = ["**all**", str(int(next(iter(sums.values()))[0]))]
+    for titles, found, recalled, precise, levels, shifted in sums.values():
+        row += [str(int(found)), f"**{recalled / max(titles, 1):.0%}**",
+                f"**{precise / max(found, 1):.0%}**",
+                f"{levels / max(precise, 1):.0%} ({shifted / max(precise, 1):.0%})"]  # fmt: skip
+    print("| " + " | ".join(row) + " |")
+
+
+def whole_corpus(corpus: Path, trees: dict[str, Path]) -> None:
+    print("\n## Whole corpus: CPU per page, glued words, headings, footnote-like blocks\n")
+    print("| file | pages | " + " | ".join(
+        f"{name} CPU s | {name} glued | {name} headings" for name in trees
+    ) + " | CPU ratio |")  # fmt: skip
+    print("|---|---:|" + "---:|" * (3 * len(trees) + 1))
+    totals: dict[str, list[float]] = {name: [0.0, 0, 0, 0] for name in trees}
+    for path in sorted((corpus / "pdf").glob("*.pdf")):
+        if SKIP.match(path.name):
+            continue
+        results = {name: run_tree(root, path) for name, root in trees.items()}
+        if any("error" in result for result in results.values()):
+            continue
+        row = [path.name, str(next(iter(results.values()))["pages"])]
+        for name, result in results.items():
+            text = "\n\n".join(block[3] for block in result["blocks"])
+            words = len(re.findall(r"\w+", text))
+            glued = len(GLUED.findall(text))
+            count = sum(1 for block in result["blocks"] if block[0] == "heading")
+            totals[name][0] += result["seconds"]
+            totals[name][1] += words
+            totals[name][2] += glued
+            totals[name][3] += result["pages"]
+            row += [
+                f"{result['seconds']:.2f}",
+                f"{glued} ({glued / max(words, 1):.2%})",
+                str(count),
+            ]
+        times = [result["seconds"] for result in results.values()]
+        row.append(f"{times[-1] / max(times[0], 1e-9):.2f}×")
+        print("| " + " | ".join(row) + " |", flush=True)
+    row = ["**all**", str(int(next(iter(totals.values()))[3]))]
+    for cpu, word_count, glued_count, _ in totals.values():
+        row += [f"{cpu:.1f}", f"{glued_count:.0f} ({glued_count / max(word_count, 1):.3%})", ""]
+    values = list(totals.values())
+    row.append(f"**{values[-1][0] / max(values[0][0], 1e-9):.2f}×**")
+    print("| " + " | ".join(row) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default="main", help="git revision of today's code")
+    parser.add_argument("--pages", type=int, default=60)
+    parser.add_argument("--only", choices=["headings", "corpus"])
+    args = parser.parse_args()
+    corpus = find_corpus()
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f}; commit {commit}")
+    with tempfile.TemporaryDirectory(prefix="bench-pdf-structure-") as temporary:
+        work = Path(temporary)
+        baseline = export_baseline(args.baseline, work / "baseline")
+        trees = {f"today ({args.baseline})": baseline, "this": REPO}
+        if args.only != "corpus":
+            headings(corpus, trees, args.pages, work)
+        if args.only != "headings":
+            whole_corpus(corpus, trees)
+    print(f"\nload average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Headings of a PDF without an outline, from typography: which lines are headings, at what level.
+
+A line is a heading when it reads like a title (short, no sentence or clause end, not a
+caption "Figure 3:", not a contents line with leaders or a page number) and stands apart
+from the body text: larger type, or bold where the body is not, or a section number
+("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or another family. A style that
+sets a large share of the document's text is body, not heading (a PDF whose every line is
+bold has no bold headings), and a run of more than `MAX_HEADING_LINES` lines in heading type
+is an emphasised paragraph (a bold abstract). A heading that repeats the one before it is a
+continued section's banner, not a new heading. Consecutive heading lines in one style are one
+heading wrapped over lines; "Chapter 4" followed by its title is one heading.
+
+Levels: a section number gives its depth ("3" → 1, "3.1" → 2, roman numerals 1, a letter
+under roman numerals 2, "Chapter" 1); an unnumbered heading takes the level its style had
+when numbered, else its rank by size (bold above regular) among the heading styles seen so
+far. A style keeps the level it first got, so levels stay consistent across the document
+(a larger style seen only later shares level 1 rather than renumber what was given out).
+
+Not headings either: admonition labels ("Note", "Tip", "Warning"), bulleted lines, and lines
+whose words stand in columns far apart (a table's header row, `PdfLine.columnar`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from docingest.pipeline.extract.pdf_lines import PdfLine
+
+MAX_HEADING_LINES = 3
+MAX_HEADING_CHARS = 150
+MAX_HEADING_WORDS = 18
+LARGER = 1.12
+"""A heading's type is at least this much larger than the body's, unless bold or numbered."""
+BODY_SHARE = 0.35
+"""A style setting more than this share of the text so far is body text, not headings."""
+
+_CAPTION = re.compile(
+    r"^(?:fig(?:ure)?|table|tab|listing|algorithm|chart|exhibit|plate|source|note)s?\.?\s*"
+    r"[\dIVXA-Z]",
+    re.IGNORECASE,
+)
+_CONTENTS = re.compile(r"(?:(?:\.\s?){3,}|…|\s{2,}|_{3,})\s*[\dixvlc]+$|\s\d{1,4}$", re.I)
+_CHAPTER = re.compile(r"^(chapter|part|appendix|annex|section)\s+(\w{1,6})\.?(?:\s+|$)", re.I)
+_DOTTED = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){0,5})\.?(?:\s+(?=[^\W\d_\"'“(])|$)")
+_LETTERED = re.compile(r"^([A-Z])(?:\.(\d{1,3}(?:\.\d{1,3}){0,4})\.?|[.)])\s+(?=[^\W\d_])")
+_ROMAN = re.compile(r"^([IVX]{1,6})[.)]\s+(?=[^\W\d_])")
+_CAPS_WORDS = 5
+_SMALL_CAPS = re.compile(r"caps|^cmcsc|smallcap|\bsc\b", re.IGNORECASE)  # a small-capitals font
+_ADMONITIONS = frozenset(
+    "note notes tip tips hint warning caution important attention danger remark example".split()
+)
+_BULLET = re.compile(r"^[•◦▪●○■□►➢\uf0a7\uf0b7\-–—*]")
+_ENDS_CLAUSE = (".", ",", ";", ":", "!", "?")
+
+
+@dataclass(frozen=True, slots=True)
+class BodyStyle:
+    """The typography most of the document's text is set in."""
+
+    size: float
+    bold: bool
+
+
+Style = tuple[float, bool, bool]
+"""Size (to half a point), bold, italic."""
+
+
+@dataclass(slots=True)
+class HeadingFinder:
+    """Finds headings page by page, keeping each style's level across the document."""
+
+    style_chars: Counter[Style] = field(default_factory=Counter)
+    _numbered: dict[Style, Counter[int]] = field(default_factory=dict)
+    _levels: dict[Style, int] = field(default_factory=dict)
+    _tiers: set[tuple[float, bool]] = field(default_factory=set)  # (size, bold) of headings
+    _roman_seen: bool = False
+    _last_title: str = ""
+
+    def count(self, lines: list[PdfLine]) -> None:
+        """Count the characters set in each style (read ahead of `find`)."""
+        for line in lines:
+            if line.styled and line.text:
+                self.style_chars[_style(line)] += len(line.text)
+
+    def body(self) -> BodyStyle | None:
+        if not self.style_chars:
+            return None
+        (size, bold, _), _ = self.style_chars.most_common(1)[0]
+        return BodyStyle(size, bold)
+
+    def find(self, lines: list[PdfLine]) -> dict[int, tuple[str, int, int]]:
+        """Map each heading's first line to (title, level, lines it spans)."""
+        body = self.body()
+        if body is None:
+            return {}
+        total = sum(self.style_chars.values())
+        marks = [self._is_heading(lines, i, body, total) for i in range(len(lines))]
+        found: dict[int, tuple[str, int, int]] = {}
+        position = 0
+        while position < len(lines):
+            if not marks[position]:
+                position += 1
+                continue
+            end = position + 1
+            while end < len(lines) and marks[end]:
+                end += 1
+            if end - position > MAX_HEADING_LINES:  # an emphasised paragraph
+                position = end
+                continue
+            for start, stop in _split_run(lines, position, end):
+                title = " ".join(line.text for line in lines[start:stop])
+                found[start] = (title, 0, stop - start)
+                self._tiers.add(_style(lines[start])[:2])
+            position = end
+        result = {}
+        for start, (title, _, span) in found.items():  # the page's heading styles all known
+            if title.casefold() == self._last_title:
+                continue  # the banner of a section continued from the page before
+            self._last_title = title.casefold()
+            result[start] = (title, self._level(title, lines[start]), span)
+        return result
+
+    def _is_heading(self, lines: list[PdfLine], i: int, body: BodyStyle, total: int) -> bool:
+        line = lines[i]
+        text = line.text
+        if not line.styled or line.columnar or not _reads_like_title(text):
+            return False
+        larger = line.size >= body.size * LARGER
+        bolder = line.bold and not body.bold and line.size >= body.size * 0.95
+        numbered = _numbering(text) is not None
+        letters = [ch for ch in text if ch.isalpha()]
+        caps = len(letters) >= 3 and (
+            all(ch.isupper() for ch in letters) or bool(_SMALL_CAPS.search(line.family))
+        )
+        marked = numbered and (caps or line.italic or bolder or larger)
+        if caps and len(text.split()) <= _CAPS_WORDS and _style(line) != _body_style(body):
+            marked = True  # "REFERENCES" in small capitals
+        if not marked and i > 0 and _CHAPTER.fullmatch(lines[i - 1].text + " "):
+            marked = True  # the title under a bare "Chapter 4"
+        if not (larger or bolder or marked):
+            return False
+        if not marked and self.style_chars[_style(line)] > BODY_SHARE * total:
+            return False
+        style = _style(line)
+        following = next(
+            (later for later in lines[i + 1 :] if later.text and _style(later) != style), None
+        )
+        # A heading stands alone: the text after it does not carry on its sentence.
+        return following is None or not following.text[0].islower() or larger
+
+    def _level(self, title: str, line: PdfLine) -> int:
+        style = _style(line)
+        self._tiers.add(style[:2])
+        depth = _numbering(title)
+        if depth is not None:
+            if _ROMAN.match(title):
+                self._roman_seen = True
+            elif depth == 1 and self._roman_seen and _LETTERED.match(title):
+                depth = 2  # "A. Method" under "III. APPROACH"
+            self._numbered.setdefault(style, Counter())[depth] += 1
+            return depth
+        if style in self._numbered:
+            return self._numbered[style].most_common(1)[0][0]
+        if style not in self._levels:
+            size, bold = style[:2]
+            above = {
+                tier
+                for tier in self._tiers
+                if tier[0] > size + 0.5 or (abs(tier[0] - size) <= 0.5 and tier[1] and not bold)
+            }
+            self._levels[style] = min(1 + len(above), 6)
+        return self._levels[style]
+
+
+def _body_style(body: BodyStyle) -> Style:
+    return (round(body.size * 2) / 2, body.bold, False)
+
+
+def _style(line: PdfLine) -> Style:
+    return (round(line.size * 2) / 2, line.bold, line.italic)
+
+
+def _reads_like_title(text: str) -> bool:
+    if not 2 <= len(text) <= MAX_HEADING_CHARS or len(text.split()) > MAX_HEADING_WORDS:
+        return False
+    if not any(ch.isalpha() for ch in text) or text.endswith(_ENDS_CLAUSE):
+        return False
+    if text.casefold() in _ADMONITIONS or _BULLET.match(text):
+        return False
+    return not (_CAPTION.match(text) or _CONTENTS.search(text))
+
+
+def _numbering(text: str) -> int | None:
+    """Return the depth a heading's section number gives, None without one."""
+    if match := _CHAPTER.match(text):
+        return 2 if match.group(1).casefold() == "section" else 1
+    if match := _DOTTED.match(text):
+        return min(match.group(1).count(".") + 1, 6)
+    if match := _ROMAN.match(text):
+        return 1
+    if match := _LETTERED.match(text):
+        sub = match.group(2)
+        return min(sub.count(".") + 2, 6) if sub else 1
+    return None
+
+
+def _split_run(lines: list[PdfLine], start: int, end: int) -> list[tuple[int, int]]:
+    """Cut a run of heading lines into headings: a new one at a change of style or number,
+    except after a bare "Chapter 4"."""
+    pieces: list[tuple[int, int]] = []
+    first = start
+    for position in range(start + 1, end):
+        previous, line = lines[position - 1], lines[position]
+        if not line.text:
+            continue
+        bare_chapter = bool(_CHAPTER.fullmatch(previous.text.strip() + " "))
+        if bare_chapter:
+            continue
+        if _style(line) != _style(previous) or _numbering(line.text) is not None:
+            pieces.append((first, position))
+            first = position
+    pieces.append((first, end))
+    return pieces

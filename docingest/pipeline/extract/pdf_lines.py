@@ -1,0 +1,287 @@
+"""A PDF page's text lines with their typography and place, read from PDFium's text page.
+
+PDFium's text (`FPDFText_GetText`) holds one character per character index, lines ended by
+generated "\\r\\n", so a line's characters are a range of indices. Each line is sampled at a
+few of its letters and digits (not every character: a page of a LaTeX paper has ~5,000 and a
+line's type rarely changes mid-line; a bold word inside a line shows as a mixed sample): font
+size, weight, italic flag and family, and the boxes give the line's extent on the page. A font
+that carries no size (PDFium says 0 or 1) is measured by its glyphs' box height instead.
+
+pypdfium2 has no per-line API; pdfplumber gives per-character dicts but costs ~35× the CPU
+per page (BENCHMARKS.md, "PDF structure"), hence these direct PDFium calls.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from docingest.pipeline.extract.pdf_tables import PdfTable
+
+SAMPLES_PER_LINE = 3
+"""Letters sampled per line for its typography: first and last, and the middle one where
+those two differ in size (CPU: BENCHMARKS.md, "PDF structure")."""
+
+MAX_STYLED_LINES = 3000
+"""Lines sampled per page at most; a page with more (100,000 tiny text objects) gets its
+lines without typography, so no headings, rather than unbounded work."""
+
+_BOLD_WEIGHT = 600
+_ITALIC_FLAG = 0x40  # PDF font descriptor flag 7 (ISO 32000-1, 9.8.2)
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi|medi|[-,]bd|cmbx|sfbx|cmb\d", re.I)
+_SUBSET_TAG = re.compile(r"^[A-Z]{6}\+")
+_NAME_SIZE = 128
+_MOSTLY = 0.8
+"""A line is bold (italic) when this share of its samples is: all but a stray glyph."""
+_COLUMNAR_CHARS = 150
+_CLAUSE_ENDS = (".", ",", ";", ":")
+_COLUMN_GAP = 1.5
+"""A gap between two words wider than this many times the type size parts table cells."""
+
+
+@dataclass(frozen=True, slots=True)
+class PdfLine:
+    """One printed line: text, style (`size` in points, 0 when unknown), and place in PDF
+    user space (origin bottom left: `top` > `bottom`)."""
+
+    text: str
+    size: float = 0.0
+    bold: bool = False
+    italic: bool = False
+    family: str = ""
+    left: float = 0.0
+    right: float = 0.0
+    top: float = 0.0
+    bottom: float = 0.0
+    columnar: bool = False
+    """Words stand far apart, as a table row's cells do (read for lines in type other than
+    the page's most common only: heading candidates)."""
+    start: int = -1
+    """Index of the line's first character in the text page (-1: not read from one)."""
+    table: bool = False
+    """The line is a whole table (`pdf_tables`), rows on lines of its `text`."""
+
+    @property
+    def styled(self) -> bool:
+        """Whether typography was read for this line (not OCR, not past the page's cap)."""
+        return self.size > 0
+
+
+def align_text(textpage: pdfium.PdfTextPage, text: str) -> str:
+    """Return `text` (PDFium's `FPDFText_GetText`) with a NUL put back for each character index
+    it left out, so that text positions are character indices again.
+
+    PDFium leaves out of the text the glyphs it maps to no character (code 2: LaTeX math
+    symbols without a Unicode mapping), which shifts every later position; the NULs are
+    control characters that cleaning drops, so the text read is unchanged. Called for a page
+    whose text is shorter than its character count only (one call per character).
+    """
+    count = pdfium_c.FPDFText_CountChars(textpage)
+    if len(text) >= count:
+        return text
+    get_unicode, raw = pdfium_c.FPDFText_GetUnicode, textpage.raw
+    pieces, position = [], 0
+    for index in range(count):
+        code = get_unicode(raw, index)
+        if position < len(text) and (
+            ord(text[position]) == code or (code == 2 and text[position] == "\ufffe")
+        ):
+            pieces.append(text[position])
+            position += 1
+        else:
+            pieces.append("\x00")
+    if position < len(text):  # not a matter of left-out glyphs: keep PDFium's text
+        return text
+    return "".join(pieces)
+
+
+def read_lines(
+    textpage: pdfium.PdfTextPage,
+    text: str,
+    tables: tuple[list[PdfTable], list[int]] = ([], []),
+    tidy: Callable[[str], str] = str.strip,
+) -> list[PdfLine] | None:
+    """Split `text` (the whole text page, one character per index) into styled lines, their
+    text passed through `tidy`; the lines mostly made of a table's characters (`tables`: the
+    tables and each character's table, from `pdf_tables.page_tables`) give way to the
+    table, at its first line.
+
+    Returns None when the text does not line up with the character indices (then only the
+    plain text is used). Blank lines are kept as empty `PdfLine`s (paragraph breaks).
+    """
+    if len(text) != pdfium_c.FPDFText_CountChars(textpage):
+        return None
+    found, owners = tables
+    placed: set[int] = set()
+    read: list[tuple[str, int, _Style | None] | PdfLine] = []
+    position = 0
+    reader = _StyleReader(textpage)
+    for raw in text.split("\r\n"):
+        table = _table_of(raw, owners[position : position + len(raw)]) if owners else -1
+        if table >= 0:
+            if table not in placed:
+                placed.add(table)
+                if found[table].caption:  # a paragraph of its own, just before its table
+                    read += [PdfLine(""), PdfLine(found[table].caption), PdfLine("")]
+                read.append(PdfLine(found[table].text(), table=True))
+        elif len(read) < MAX_STYLED_LINES and raw.strip():
+            read.append((raw, position, reader.style(raw, position)))
+        else:
+            read.append((raw, position, None))
+        position += len(raw) + 2
+    sizes: dict[float, int] = {}
+    for item in read:
+        if isinstance(item, tuple) and item[2] is not None:
+            sizes[item[2].size] = sizes.get(item[2].size, 0) + len(item[0])
+    usual = max(sizes, key=sizes.__getitem__) if sizes else 0.0
+    lines = []
+    for item in read:
+        if isinstance(item, PdfLine):
+            lines.append(item)
+            continue
+        raw, start, style = item
+        if style is None:
+            lines.append(PdfLine(tidy(raw), start=start))
+            continue
+        columnar = (
+            (style.bold or style.size > usual * 1.05)
+            and not raw.rstrip().endswith(_CLAUSE_ENDS)  # only heading candidates
+            and reader.columnar(raw, start, style)
+        )
+        lines.append(
+            PdfLine(
+                tidy(raw),
+                size=style.size,
+                bold=style.bold,
+                italic=style.italic,
+                family=style.family,
+                left=style.left,
+                right=style.right,
+                top=style.top,
+                bottom=style.bottom,
+                columnar=columnar,
+                start=start,
+            )
+        )
+    return lines
+
+
+def _table_of(raw: str, owners: list[int]) -> int:
+    """The table most of the line's letters and digits belong to, -1 when none does."""
+    counts: dict[int, int] = {}
+    letters = 0
+    for char, owner in zip(raw, owners, strict=False):
+        if char.isalnum():
+            letters += 1
+            counts[owner] = counts.get(owner, 0) + 1
+    best = max(counts, key=counts.__getitem__, default=-1)
+    return best if best >= 0 and 2 * counts[best] >= letters else -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Style:
+    size: float
+    bold: bool
+    italic: bool
+    family: str
+    left: float
+    right: float
+    top: float
+    bottom: float
+
+
+class _StyleReader:
+    """Samples lines of one text page; font names are parsed once per name."""
+
+    def __init__(self, textpage: pdfium.PdfTextPage) -> None:
+        self.textpage = textpage.raw  # the handle itself: no conversion per call
+        self.name = ctypes.create_string_buffer(_NAME_SIZE)
+        self.flags = ctypes.c_int()
+        self.box = pdfium_c.FS_RECTF()
+        self.fonts: dict[bytes, tuple[str, bool]] = {}
+
+    def style(self, raw: str, start: int) -> _Style | None:
+        picks = _picks(raw)
+        if not picks:
+            return None
+        textpage, box, name, flags = self.textpage, self.box, self.name, self.flags
+        sizes: list[float] = []
+        families: list[str] = []
+        bolds = italics = 0
+        left, right, top, bottom = float("inf"), float("-inf"), float("-inf"), float("inf")
+        for number, offset in enumerate(picks):
+            if number == 2 and abs(sizes[0] - sizes[1]) < 1:
+                break  # the ends agree on the size: the middle adds nothing worth its cost
+            index = start + offset
+            size = pdfium_c.FPDFText_GetFontSize(textpage, index)
+            pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
+            if box.right > box.left or box.top > box.bottom:
+                left, right = min(left, box.left), max(right, box.right)
+                top, bottom = max(top, box.top), min(bottom, box.bottom)
+            if size <= 1.5:  # no size information: the glyph box's height, to a point
+                size = float(round(max(box.top - box.bottom, 0.0)))
+            sizes.append(size)
+            length = pdfium_c.FPDFText_GetFontInfo(textpage, index, name, _NAME_SIZE, flags)
+            font = name.value if 0 < length <= _NAME_SIZE else b""
+            if font not in self.fonts:
+                text = _SUBSET_TAG.sub("", font.decode("latin-1"))
+                family = text.split("-")[0].split(",")[0]
+                self.fonts[font] = (family, bool(_BOLD_NAME.search(text)))
+            family, bold_name = self.fonts[font]
+            families.append(family)
+            bolds += bold_name or pdfium_c.FPDFText_GetFontWeight(textpage, index) >= _BOLD_WEIGHT
+            italics += bool(flags.value & _ITALIC_FLAG)
+        sampled = len(sizes)
+        sizes.sort()
+        size = sizes[sampled // 2]
+        if size < 0.5:
+            return None
+        if left == float("inf"):
+            left = right = top = bottom = 0.0
+        return _Style(
+            round(size, 1),
+            bolds >= _MOSTLY * sampled,
+            italics >= _MOSTLY * sampled,
+            max(set(families), key=families.count),
+            left,
+            right,
+            top,
+            bottom,
+        )
+
+    def columnar(self, raw: str, start: int, style: _Style) -> bool:
+        """Whether two words of the line stand far apart (see `PdfLine.columnar`)."""
+        if len(raw) > _COLUMNAR_CHARS:
+            return False
+        box, previous_right = self.box, None
+        for offset, char in enumerate(raw):
+            if char.isspace():
+                continue
+            pdfium_c.FPDFText_GetLooseCharBox(self.textpage, start + offset, box)
+            if previous_right is not None and box.left - previous_right > _COLUMN_GAP * style.size:
+                return True
+            previous_right = box.right
+        return False
+
+
+def _picks(raw: str) -> list[int]:
+    """Offsets of up to `SAMPLES_PER_LINE` letters or digits spread over the line: the first,
+    the last, then between (any visible character where the line has no letter)."""
+    length = len(raw)
+    picks: list[int] = []
+    for k in (0, SAMPLES_PER_LINE - 1, *range(1, SAMPLES_PER_LINE - 1)):
+        target = (k * (length - 1)) // max(SAMPLES_PER_LINE - 1, 1)
+        step = -1 if k == SAMPLES_PER_LINE - 1 else 1
+        position = target
+        while 0 <= position < length and not raw[position].isalnum():
+            position += step
+        if 0 <= position < length and position not in picks:
+            picks.append(position)
+    if not picks:
+        picks = [i for i, char in enumerate(raw) if not char.isspace()][:1]
+    return picks

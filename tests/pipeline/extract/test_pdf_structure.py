@@ -1,0 +1,67 @@
+"""Structure of PDFs made at test time: tagged tables as rows, headings from typography,
+running heads out of the text (Chromium prints the HTML written here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from docingest.pipeline.document import BlockKind
+from docingest.pipeline.extract.pdf import extract_pdf
+from tests.support.printed_pdfs import print_html
+
+ROWS = [
+    ("smallint", "2 bytes", "small-range integer", "-32768 to +32767"),
+    ("integer", "4 bytes", "typical choice for integer", "-2147483648 to +2147483647"),
+    ("bigint", "8 bytes", "large-range integer, a description long enough to wrap", "±9.2e18"),
+]
+
+
+def test_printed_table_comes_out_a_row_per_line(tmp_path: Path) -> None:
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in ROWS)
+    html = (
+        "<h1>Numeric types</h1><p>The types in the table below.</p>"
+        "<table border=1 style='width:60%'><caption>Table 8.2. Numeric Types</caption>"
+        "<thead><tr><th>Name</th><th>Storage Size</th><th>Description</th><th>Range</th>"
+        f"</tr></thead><tbody>{body}</tbody></table><p>After the table.</p>"
+    )
+    document = extract_pdf(print_html(html, tmp_path), max_pages=10)
+    tables = [block for block in document.blocks if block.kind is BlockKind.TABLE]
+    assert len(tables) == 1
+    lines = tables[0].text.split("\n")
+    assert lines[0] == "Name | Storage Size | Description | Range"
+    assert lines[1:] == [" | ".join(row) for row in ROWS]
+    texts = [block.text for block in document.blocks]
+    # The caption and the paragraphs around stay where they were, outside the table.
+    caption = texts.index("Table 8.2. Numeric Types")
+    assert texts[caption + 1] == tables[0].text
+    assert texts[caption + 2] == "After the table."
+
+
+def test_nested_table_is_read_as_its_cell(tmp_path: Path) -> None:
+    inner = "<table><tr><td>inner a</td><td>inner b</td></tr></table>"
+    html = (
+        "<table border=1><tr><th>Key</th><th>Value</th></tr>"
+        f"<tr><td>outer</td><td>{inner}</td></tr><tr><td>plain</td><td>cell</td></tr></table>"
+    )
+    document = extract_pdf(print_html(html, tmp_path), max_pages=10)
+    table = next(block for block in document.blocks if block.kind is BlockKind.TABLE)
+    assert table.text.split("\n") == ["Key | Value", "outer | inner a inner b", "plain | cell"]
+
+
+def test_headings_from_type_size_and_numbering(tmp_path: Path) -> None:
+    paragraph = "<p>" + "Body text that runs on for a while in the usual type. " * 6 + "</p>"
+    html = (
+        "<style>body{font-size:11pt} h1{font-size:20pt} h2{font-size:15pt}"
+        " b{font-weight:bold}</style>"
+        f"<h1>1 Introduction</h1>{paragraph}<p>A sentence with <b>bold words</b> inside it "
+        f"goes on here.</p><h2>1.1 Scope of the work</h2>{paragraph}"
+        f"<h1>Related Work</h1>{paragraph}<h2>Earlier systems</h2>{paragraph}"
+    )
+    document = extract_pdf(print_html(html, tmp_path), max_pages=10)
+    headings = [(b.text, b.level) for b in document.blocks if b.kind is BlockKind.HEADING]
+    assert headings == [
+        ("1 Introduction", 1),
+        ("1.1 Scope of the work", 2),
+        ("Related Work", 1),
+        ("Earlier systems", 2),
+    ]

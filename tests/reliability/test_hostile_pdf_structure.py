@@ -1,0 +1,70 @@
+"""Hostile PDFs for the structure reading (headings, furniture, tagged tables): each extracts
+whole inside the parsing child's limits, or in process where only the result matters."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from docingest.pipeline.chunking import ChunkingSpec
+from docingest.pipeline.document import BlockKind
+from docingest.pipeline.extract.pdf import extract_pdf
+from docingest.pipeline.isolation.parent import Limits
+from docingest.pipeline.settings import Settings
+from tests.support.prepared import prepare_isolated
+from tests.support.proc import CpuMeter
+from tests.support.structured_pdfs import tagged_table_pdf, text_pdf, tiny_objects_pdf
+
+LIMITS = Limits(memory_bytes=1_000_000_000, cpu_seconds=120, wall_seconds=1200)
+BODY = [(f"Body line {n} of the page, set in the usual type of the text.", 10.0, False)
+        for n in range(12)]  # fmt: skip
+
+
+def test_a_page_of_100000_tiny_text_objects_extracts_within_limits(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.pdf"
+    path.write_bytes(tiny_objects_pdf(100_000))
+    with CpuMeter(os.getpid()) as cpu:
+        document = prepare_isolated(path, filename=path.name, settings=Settings(), limits=LIMITS)
+    assert sum(chunk.text.count("x") for chunk in document.chunks) >= 100_000
+    assert not any(chunk.headings for chunk in document.chunks)
+    assert cpu.seconds < LIMITS.cpu_seconds / 4, cpu.seconds
+
+
+def test_a_5000_row_table_keeps_every_row_whole_through_the_child(tmp_path: Path) -> None:
+    path = tmp_path / "rows.pdf"
+    path.write_bytes(tagged_table_pdf(5000))
+    chunking = ChunkingSpec(chunk_size=400, chunk_overlap=0)
+    document = prepare_isolated(
+        path, filename=path.name, settings=Settings(), chunking=chunking, limits=LIMITS
+    )
+    rows = [line for chunk in document.chunks for line in chunk.text.split("\n")]
+    table_rows = [row for row in rows if row.startswith("name ")]
+    assert table_rows == [f"name {n} | value {n}" for n in range(5000)]
+    continued = [chunk for chunk in document.chunks[1:] if chunk.text.startswith("name ")]
+    assert continued
+    assert all(chunk.table_header == "name 0 | value 0" for chunk in continued)
+
+
+def test_a_table_inside_a_table_is_one_row_of_the_outer_one() -> None:
+    document = extract_pdf(tagged_table_pdf(3, nested=True), max_pages=5)
+    table = next(block for block in document.blocks if block.kind is BlockKind.TABLE)
+    assert table.text.split("\n") == ["name 0 | inner a inner b", "name 1 | value 1",
+                                      "name 2 | value 2"]  # fmt: skip
+
+
+def test_fonts_without_a_size_are_measured_by_their_glyphs() -> None:
+    lines = [("1 Introduction", 18.0, False), *BODY, ("2 Method", 18.0, False), *BODY]
+    document = extract_pdf(text_pdf(lines, size_in_matrix=True), max_pages=5)
+    headings = [(b.text, b.level) for b in document.blocks if b.kind is BlockKind.HEADING]
+    assert headings == [("1 Introduction", 1), ("2 Method", 1)]
+
+
+def test_a_pdf_whose_every_line_is_bold_has_no_headings_from_boldness() -> None:
+    bold_body = [(text, size, True) for text, size, _ in BODY]
+    lines = [("Overview of the system", 10.0, True), *bold_body, ("Limits", 10.0, True)]
+    document = extract_pdf(text_pdf(lines), max_pages=5)
+    assert not any(block.kind is BlockKind.HEADING for block in document.blocks)
+    # A larger line is still a heading there.
+    document = extract_pdf(text_pdf([("Overview", 16.0, True), *bold_body]), max_pages=5)
+    headings = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
+    assert headings == ["Overview"]

@@ -1,0 +1,136 @@
+"""Hand-built PDFs with structure for the PDF-structure tests: tagged tables, type sizes given
+only by the text matrix, all-bold pages, pages of tiny text objects (built at test time)."""
+
+from __future__ import annotations
+
+from tests.support.pdf_files import build_pdf, stream
+
+_HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+_BOLD = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold >>"
+
+
+def _escape(text: str) -> bytes:
+    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)").encode("latin-1")
+
+
+def text_pdf(lines: list[tuple[str, float, bool]], *, size_in_matrix: bool = False) -> bytes:
+    """One page of `lines` (text, size, bold) top down. With `size_in_matrix` each line is
+    set in a font of size 1 scaled by its text matrix (PDFium then tells no size: 1)."""
+    content, y = [], 760.0
+    for text, size, bold in lines:
+        font = b"/F2" if bold else b"/F1"
+        if size_in_matrix:
+            content.append(b"BT %s 1 Tf %g 0 0 %g 72 %g Tm (%s) Tj ET" % (
+                font, size, size, y, _escape(text)))  # fmt: skip
+        else:
+            content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(text)))
+        y -= size * 1.6
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R /F2 5 0 R >> >> /Contents 3 0 R >>"
+    )
+    return build_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [6 0 R] /Count 1 >>",
+            stream(b"\n".join(content)),
+            _HELVETICA,
+            _BOLD,
+            page,
+        ]
+    )
+
+
+def tiny_objects_pdf(count: int) -> bytes:
+    """One page holding `count` text objects of one tiny letter each, in a grid."""
+    columns = 400
+    content = b"\n".join(
+        b"BT /F1 1 Tf %d %d Td (x) Tj ET" % (10 + (n % columns) * 1.5, 780 - (n // columns) * 3)
+        for n in range(count)
+    )
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>"
+    )
+    return build_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+            stream(content),
+            _HELVETICA,
+            page,
+        ]
+    )
+
+
+def tagged_table_pdf(rows: int, *, nested: bool = False) -> bytes:
+    """A tagged PDF: one page, a table of `rows` rows of two cells ("name N", "value N"),
+    each cell's text a marked-content sequence its TD points at, set small enough to fit.
+    With `nested`, the first row's second cell holds a table of its own (two cells)."""
+    size = max(min(700 / (rows + 2), 10), 0.1)
+    content, kids, objects = [], [], []
+    mcid = 0
+    # Objects: 1 catalog, 2 pages, 3 page, 4 font, 5 content, 6 StructTreeRoot, 7 Table,
+    # then a TR and its TDs per row (and the nested table's elements).
+    next_number = 8
+
+    def element(kind: bytes, parent: int, kids_ref: bytes) -> int:
+        nonlocal next_number
+        number = next_number
+        next_number += 1
+        objects.append((number, b"<< /Type /StructElem /S /%s /P %d 0 R /Pg 3 0 R /K %s >>" % (
+            kind, parent, kids_ref)))  # fmt: skip
+        return number
+
+    def cell(text: str, parent: int, y: float, x: float) -> int:
+        nonlocal mcid
+        content.append(b"/TD << /MCID %d >> BDC BT /F1 %g Tf %g %g Td (%s) Tj ET EMC" % (
+            mcid, size, x, y, _escape(text)))  # fmt: skip
+        number = element(b"TD", parent, b"%d" % mcid)
+        mcid += 1
+        return number
+
+    for row in range(rows):
+        y = 760 - (row + 1) * size * 1.1
+        tr = next_number
+        next_number += 1
+        first = cell(f"name {row}", tr, y, 72)
+        if nested and row == 0:
+            inner_table = next_number
+            next_number += 1
+            inner_tr = next_number
+            next_number += 1
+            a, b = cell("inner a", inner_tr, y, 200), cell("inner b", inner_tr, y, 260)
+            objects.append((inner_tr, b"<< /Type /StructElem /S /TR /P %d 0 R /K [%d 0 R %d 0 R] >>"
+                            % (inner_table, a, b)))  # fmt: skip
+            td = next_number
+            next_number += 1
+            objects.append((inner_table, b"<< /Type /StructElem /S /Table /P %d 0 R /K [%d 0 R] >>"
+                            % (td, inner_tr)))  # fmt: skip
+            objects.append((td, b"<< /Type /StructElem /S /TD /P %d 0 R /K [%d 0 R] >>"
+                            % (tr, inner_table)))  # fmt: skip
+            second = td
+        else:
+            second = cell(f"value {row}", tr, y, 200)
+        objects.append((tr, b"<< /Type /StructElem /S /TR /P 7 0 R /K [%d 0 R %d 0 R] >>" % (
+            first, second)))  # fmt: skip
+        kids.append(tr)
+    content.append(b"BT /F1 10 Tf 72 40 Td (After the table.) Tj ET")
+    parent_tree = b"<< /Nums [0 [%s]] >>" % b" ".join(
+        b"%d 0 R" % number
+        for number, body in sorted(objects)
+        if b"/S /TD" in body and b"/K [" not in body
+    )
+    head = [
+        b"<< /Type /Catalog /Pages 2 0 R /MarkInfo << /Marked true >> /StructTreeRoot 6 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /StructParents 0 "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>",
+        _HELVETICA,
+        stream(b"\n".join(content)),
+        b"<< /Type /StructTreeRoot /K [7 0 R] /ParentTree %s >>" % parent_tree,
+        b"<< /Type /StructElem /S /Table /P 6 0 R /K [%s] >>"
+        % b" ".join(b"%d 0 R" % kid for kid in kids),
+    ]
+    body = dict(objects)
+    return build_pdf(head + [body[number] for number in range(8, next_number)])
