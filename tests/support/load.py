@@ -173,15 +173,17 @@ def serving(
     code: Path | None = None,
     latency: float = 0.0,
     settings: Mapping[str, str] | None = None,
+    words: bool = False,
 ) -> Iterator[ServiceEnv]:
     """The fake embedding server (answering after `latency` s) and `docingest serve`; Redis
     keys removed afterwards.
 
     `code`: run the service from that checkout instead (a benchmark's baseline): it goes
     first on PYTHONPATH and is the working directory, which `python -m` children import from.
-    `settings`: more `DOCINGEST_` variables for the service.
+    `settings`: more `DOCINGEST_` variables for the service. `words`: the fake server's
+    vectors cluster as real ones do (`word_vectors`).
     """
-    with FakeEmbeddingServer(latency=latency) as fake:
+    with FakeEmbeddingServer(latency=latency, words=words) as fake:
         env = production_env(data_dir, fake)
         env.extra |= settings or {}
         if code is None:
