@@ -3,8 +3,8 @@
 Breadth first from the start URLs (depth 0) and the sitemaps' locations, within a scope (the
 start URLs' origins, or their path prefixes), obeying robots.txt (`urllib.robotparser`, fed
 through the guarded fetch), to `max_pages` pages and `max_depth` links deep, waiting
-`delay_seconds` (or robots.txt's longer `Crawl-delay`) between two requests. Each page is
-asked for conditionally (the validators kept from the last run: `If-None-Match`,
+`delay_seconds` (or robots.txt's longer `Crawl-delay`) from the end of one request to the
+next. Each page is asked for conditionally (the validators kept from the last run: `If-None-Match`,
 `If-Modified-Since`), so an unchanged page costs a 304, and its links are then the ones kept
 with it. A page's document id is its canonical URL (its `<link rel=canonical>` when that is
 in scope, else the URL that answered, normalised), so one page is one document however it is
@@ -178,6 +178,10 @@ class WebReader:
         except ItemFailed as exc:
             self._answered += 1
             return _failed(url, exc), _kept_links(previous)
+        finally:
+            # The delay runs from the end of this request, so the site sees at least the
+            # delay between two requests whatever the network's jitter.
+            self._last_request = time.monotonic()
         self._answered += 1
         final = canonical(answer.url) or url
         if answer.status == 304 and previous is not None:
@@ -286,10 +290,10 @@ class WebReader:
         return min(float(delay or 0), MAX_CRAWL_DELAY)
 
     def _wait_politely(self) -> None:
+        """Sleep until the delay has passed since the previous request ended."""
         wait = self._last_request + self._delay - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        self._last_request = time.monotonic()
 
     def fetch(self, item: Item, destination: Path) -> Fetched:
         raise ItemFailed("source_error", f"{item.uri} was not read by the walk.")
