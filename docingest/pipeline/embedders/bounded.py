@@ -5,7 +5,8 @@ embedding endpoint that hangs would otherwise hold one thread per search until e
 passed, and keyword searches, and every other route, would queue behind them. A query that
 finds its provider's slots all taken waits a moment (a healthy endpoint frees one within tens
 of milliseconds), then fails with `embedding_busy`: the provider holds at most its slots' and
-its waiters' threads, the waiters each for `SLOT_WAIT_SECONDS` (RELIABILITY.md, "Slow peers").
+its waiters' threads, the waiters each for `SLOT_WAIT_SECONDS` (RELIABILITY.md, "Embedding
+endpoints").
 The re-ranker's bulkhead (`docingest.pipeline.rerank.bounded`) fails at once instead, because
 its search can still answer without it; a search cannot answer without its query's vector.
 """

@@ -31,7 +31,7 @@ class SearchSettings(BaseSettings):
     """Query embeddings under way at once per provider in one API process; a search that
     finds them all taken for half a second answers 503 `embedding_busy`, so an embedding
     endpoint that hangs holds at most this many of the API's worker threads
-    (RELIABILITY.md, "Slow peers")."""
+    (RELIABILITY.md, "Embedding endpoints")."""
 
     query_embedding_deadline_seconds: float = Field(default=10.0, gt=0)
     """Total time a search's query embedding may take, retries included, before the search
