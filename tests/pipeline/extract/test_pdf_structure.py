@@ -37,6 +37,19 @@ def test_printed_table_comes_out_a_row_per_line(tmp_path: Path) -> None:
     assert texts[caption + 2] == "After the table."
 
 
+def test_table_on_a_page_with_characters_outside_the_bmp(tmp_path: Path) -> None:
+    # Math italics (U+1D467, as Word's equations write) hold two of PDFium's character
+    # indices; the page's tables were lost when the text did not line up with them.
+    html = (
+        "<p>For the value 𝑧 and the level 𝛼 here.</p><table border=1><tr><th>Test</th>"
+        "<th>Value</th></tr><tr><td>Log-Rank</td><td>1.5209</td></tr></table>"
+    )
+    document = extract_pdf(print_html(html, tmp_path), max_pages=10)
+    table = next(block for block in document.blocks if block.kind is BlockKind.TABLE)
+    assert table.text.split("\n") == ["Test | Value", "Log-Rank | 1.5209"]
+    assert document.blocks[0].text == "For the value 𝑧 and the level 𝛼 here."
+
+
 def test_nested_table_is_read_as_its_cell(tmp_path: Path) -> None:
     inner = "<table><tr><td>inner a</td><td>inner b</td></tr></table>"
     html = (
