@@ -13,7 +13,12 @@ from docingest.pipeline.isolation.parent import Limits
 from docingest.pipeline.settings import Settings
 from tests.support.prepared import prepare_isolated
 from tests.support.proc import CpuMeter
-from tests.support.structured_pdfs import tagged_table_pdf, text_pdf, tiny_objects_pdf
+from tests.support.structured_pdfs import (
+    aligned_table_pdf,
+    tagged_table_pdf,
+    text_pdf,
+    tiny_objects_pdf,
+)
 
 LIMITS = Limits(memory_bytes=1_000_000_000, cpu_seconds=120, wall_seconds=1200)
 BODY = [(f"Body line {n} of the page, set in the usual type of the text.", 10.0, False)
@@ -68,3 +73,19 @@ def test_a_pdf_whose_every_line_is_bold_has_no_headings_from_boldness() -> None:
     document = extract_pdf(text_pdf([("Overview", 16.0, True), *bold_body]), max_pages=5)
     headings = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
     assert headings == ["Overview"]
+
+
+def test_an_untagged_5000_row_table_and_a_grid_of_rules_stay_bounded(tmp_path: Path) -> None:
+    # 5,000 rows aligned in columns on one tall page, then 100 × 100 cells of thin rules
+    # holding no text: the rows come out whole up to the page's cap on styled lines (past
+    # it, lines keep their text without typography), in tables of at most `MAX_ROWS`.
+    rows = [(f"name {n}", f"{n}.5", f"value {n}") for n in range(5000)]
+    path = tmp_path / "aligned.pdf"
+    path.write_bytes(aligned_table_pdf(rows, rules=100, height=14 * 5000 + 400))
+    with CpuMeter(os.getpid()) as cpu:
+        document = prepare_isolated(path, filename=path.name, settings=Settings(), limits=LIMITS)
+    lines = {line for chunk in document.chunks for line in chunk.text.split("\n")}
+    assert all(f"name {n} | {n}.5 | value {n}" in lines for n in range(0, 2990, 7))
+    text = " ".join(chunk.text for chunk in document.chunks)
+    assert all(f"name {n} " in text for n in range(2990, 5000))
+    assert cpu.seconds < LIMITS.cpu_seconds / 4, cpu.seconds

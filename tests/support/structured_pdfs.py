@@ -3,6 +3,8 @@ only by the text matrix, all-bold pages, pages of tiny text objects (built at te
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tests.support.pdf_files import build_pdf, stream
 
 _HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
@@ -134,3 +136,43 @@ def tagged_table_pdf(rows: int, *, nested: bool = False) -> bytes:
     ]
     body = dict(objects)
     return build_pdf(head + [body[number] for number in range(8, next_number)])
+
+
+def aligned_table_pdf(
+    rows: Sequence[Sequence[str]],
+    *,
+    before: Sequence[str] = (),
+    rules: int = 0,
+    height: float = 792,
+) -> bytes:
+    """One untagged page: the `before` lines as prose, then `rows` set in columns 110 points
+    apart (no tags, no rules: as LaTeX's tables without lines), then `rules` × `rules` cells
+    of thin ruling lines drawn below (a grid that holds no text)."""
+    content, y = [], height - 40.0
+    for text in before:
+        content.append(b"BT /F1 10 Tf 72 %g Td (%s) Tj ET" % (y, _escape(text)))
+        y -= 14
+    y -= 10
+    for row in rows:
+        for column, cell in enumerate(row):
+            content.append(
+                b"BT /F1 10 Tf %g %g Td (%s) Tj ET" % (72 + 110 * column, y, _escape(cell))
+            )
+        y -= 14
+    for k in range(rules + 1 if rules else 0):
+        step = 400 / rules
+        content.append(b"0.1 w 72 %g m 472 %g l S" % (y - k * step * 0.5, y - k * step * 0.5))
+        content.append(b"0.1 w %g %g m %g %g l S" % (72 + k * step, y, 72 + k * step, y - 200))
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>" % height
+    )
+    return build_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+            stream(b"\n".join(content)),
+            _HELVETICA,
+            page,
+        ]
+    )

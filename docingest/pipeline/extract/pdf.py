@@ -62,6 +62,7 @@ from docingest.pipeline.extract.ocr import (
     OcrRecord,
 )
 from docingest.pipeline.extract.page_lines import clean, clean_lines, is_compound, page_blocks
+from docingest.pipeline.extract.pdf_aligned import aligned_tables
 from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
@@ -211,6 +212,8 @@ def _page_lines(
         text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
         tables = page_tables(page, textpage, text) if tagged else ([], [])
         styled = read_lines(textpage, text, tables, tidy=_tidy)
+        if styled is not None and not tables[0]:  # untagged: tables from aligned columns
+            styled = aligned_tables(textpage, text, styled, page.get_height(), tidy=_tidy)
         textpage.close()
         mode = recogniser.options.mode
         needs_ocr = mode is OcrMode.FORCE or (
