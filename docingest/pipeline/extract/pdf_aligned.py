@@ -71,11 +71,12 @@ def aligned_tables(
     replaced by one table line (`PdfLine.table`, a row per line of its text, cells joined
     by " | "). Lines in the top and bottom bands stay out: running heads are set apart
     from their page numbers as cells are (`pdf_layout` drops them later)."""
-    low, high = height * BAND, height * (1 - BAND)
-    candidates = [_candidate(lines, n, low, high) for n in range(len(lines))]
-    sparse = [ok and _sparse(line) for ok, line in zip(candidates, lines, strict=True)]
+    sparse = [_sparse(line) for line in lines]  # first the cheap test: most pages end here
     if sum(sparse) < MIN_ROWS:
         return lines
+    low, high = height * BAND, height * (1 - BAND)
+    candidates = [_candidate(lines, n, low, high) for n in range(len(lines))]
+    sparse = [ok and wide for ok, wide in zip(candidates, sparse, strict=True)]
     reader = _GapReader(textpage, text)
     result: list[PdfLine] = []
     done = 0  # lines before this one are in `result`
@@ -130,7 +131,8 @@ def _candidate(lines: list[PdfLine], number: int, low: float, high: float) -> bo
 
 
 def _sparse(line: PdfLine) -> bool:
-    return (line.right - line.left) > SPARSE * line.size * len(line.text)
+    """Whether the line spans more width per character than prose (`SPARSE`)."""
+    return line.right - line.left > SPARSE * line.size * len(line.text) > 0
 
 
 class _GapReader:
