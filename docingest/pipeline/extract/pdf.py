@@ -225,6 +225,10 @@ def _page_lines(
             recognised = recogniser.read(_render(page, index, recogniser.options), page=index + 1)
             text = text if recognised is None else recognised.text
             styled = None
+            if recognised is not None and recognised.tables:  # rows from OCR's word boxes
+                ocr_lines, whole = recognised.blocks_lines()
+                return [PdfLine(line if n in whole else clean(line), table=n in whole)
+                        for n, line in enumerate(ocr_lines)], 0.0  # fmt: skip
         if styled is None:
             plain = clean_lines(_mend_hyphens(text), page_label="", page_number=0)
             return [PdfLine(line) for line in plain], 0.0

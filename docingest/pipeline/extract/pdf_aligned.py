@@ -40,10 +40,10 @@ MIN_ROWS = 3
 MAX_ROWS = 2000
 """Lines of one run measured at most (a page of tiny text objects stays lines)."""
 
-_ALIGNED = 0.6
+ALIGNED = 0.6
 """Share of the nearby rows a row's gap must line up with."""
 
-_NEAR = 8
+NEAR = 8
 """Rows either side a row is compared with: linear work on a long table."""
 
 _CELL_CHARS = 60
@@ -93,12 +93,12 @@ def aligned_tables(
         first, last = first + position, last + position
         # Rows that are not sparse (a long first cell) join when their gaps line up.
         while first > done and candidates[first - 1]:
-            if (row := _joins(reader, lines[first - 1], rows[:_NEAR])) is None:
+            if (row := _joins(reader, lines[first - 1], rows[:NEAR])) is None:
                 break
             rows.insert(0, row)
             first -= 1
         while last + 1 < len(lines) and candidates[last + 1]:
-            if (row := _joins(reader, lines[last + 1], rows[-_NEAR:])) is None:
+            if (row := _joins(reader, lines[last + 1], rows[-NEAR:])) is None:
                 break
             rows.append(row)
             last += 1
@@ -181,16 +181,15 @@ _Row = tuple[list[tuple[float, float]], list[tuple[int, int]]]
 def _run(reader: _GapReader, run: list[PdfLine]) -> tuple[int, int, list[_Row]] | None:
     """The first and last line of the run's aligned stretch and its rows, if it is a table."""
     rows = [reader.row(line) for line in run]
-    aligned = [
-        _aligned(rows[n][0], rows[max(n - _NEAR, 0) : n] + rows[n + 1 : n + 1 + _NEAR])
-        for n in range(len(rows))
-    ]
+    gaps = [row[0] for row in rows]
+    aligned = [gaps_line_up(gaps[n], gaps[max(n - NEAR, 0) : n] + gaps[n + 1 : n + 1 + NEAR])
+               for n in range(len(rows))]  # fmt: skip
     first = next((n for n, ok in enumerate(aligned) if ok), None)
     if first is None:
         return None
     last = max(n for n, ok in enumerate(aligned) if ok)
     body = rows[first : last + 1]
-    if last + 1 - first < MIN_ROWS or sum(aligned[first : last + 1]) < _ALIGNED * len(body):
+    if last + 1 - first < MIN_ROWS or sum(aligned[first : last + 1]) < ALIGNED * len(body):
         return None
     lengths = [b - a for _, cells in body for a, b in cells]
     if sum(lengths) > _CELL_CHARS * len(lengths):
@@ -207,13 +206,14 @@ def _run(reader: _GapReader, run: list[PdfLine]) -> tuple[int, int, list[_Row]] 
 def _joins(reader: _GapReader, line: PdfLine, rows: list[_Row]) -> _Row | None:
     """The line as a row of the table of `rows`, if its gaps line up with theirs."""
     row = reader.row(line)
-    return row if _aligned(row[0], rows) else None
+    return row if gaps_line_up(row[0], [other[0] for other in rows]) else None
 
 
-def _aligned(gaps: list[tuple[float, float]], others: list[_Row]) -> bool:
-    """Whether one of `gaps` overlaps a gap in `_ALIGNED` of the `others` rows."""
+def gaps_line_up(gaps: list[tuple[float, float]], others: list[list[tuple[float, float]]]) -> bool:
+    """Whether one of a row's `gaps` (x intervals) overlaps a gap in `ALIGNED` of the
+    `others` rows' (also used for OCR's word boxes, `ocr_tables`)."""
     for left, right in gaps:
-        support = sum(any(a < right and left < b for a, b in other[0]) for other in others)
-        if support >= _ALIGNED * len(others):
+        support = sum(any(a < right and left < b for a, b in other) for other in others)
+        if support >= ALIGNED * len(others):
             return True
     return False
