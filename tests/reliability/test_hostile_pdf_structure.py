@@ -15,6 +15,7 @@ from tests.support.prepared import prepare_isolated
 from tests.support.proc import CpuMeter
 from tests.support.structured_pdfs import (
     aligned_table_pdf,
+    ruled_table_pdf,
     tagged_table_pdf,
     text_pdf,
     tiny_objects_pdf,
@@ -89,3 +90,19 @@ def test_an_untagged_5000_row_table_and_a_grid_of_rules_stay_bounded(tmp_path: P
     text = " ".join(chunk.text for chunk in document.chunks)
     assert all(f"name {n} " in text for n in range(2990, 5000))
     assert cpu.seconds < LIMITS.cpu_seconds / 4, cpu.seconds
+
+
+def test_thousands_of_tiny_rules_that_form_no_table_stay_bounded() -> None:
+    # 15,000 short rules beside a ruled table: they cross no rule of the grid, which is
+    # read; 60,000 (past the objects a page is looked at for) leave the page's lines as
+    # text. A CPU bound relative to the page without them.
+    rows = [("key", "value"), ("alpha", "one\ntwo"), ("beta", "three")]
+    with CpuMeter(os.getpid()) as plain:
+        extract_pdf(ruled_table_pdf(rows), max_pages=2)
+    with CpuMeter(os.getpid()) as many:
+        document = extract_pdf(ruled_table_pdf(rows, dashes=15_000), max_pages=2)
+    table = next(block for block in document.blocks if block.kind is BlockKind.TABLE)
+    assert table.text == "key | value\nalpha | one two\nbeta | three"
+    document = extract_pdf(ruled_table_pdf(rows, dashes=60_000), max_pages=2)
+    assert "alpha" in " ".join(block.text for block in document.blocks)
+    assert many.seconds < plain.seconds + 20, (plain.seconds, many.seconds)

@@ -67,6 +67,7 @@ from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
 from docingest.pipeline.extract.pdf_lines import PdfLine, align_text, read_lines
+from docingest.pipeline.extract.pdf_ruled import ruled_tables
 from docingest.pipeline.extract.pdf_tables import page_tables
 
 if TYPE_CHECKING:
@@ -212,7 +213,8 @@ def _page_lines(
         text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
         tables = page_tables(page, textpage, text) if tagged else ([], [])
         styled = read_lines(textpage, text, tables, tidy=_tidy)
-        if styled is not None and not tables[0]:  # untagged: tables from aligned columns
+        if styled is not None and not tables[0]:  # untagged: from rules, aligned columns
+            styled = ruled_tables(page, textpage, text, styled, tidy=_tidy)
             styled = aligned_tables(textpage, text, styled, page.get_height(), tidy=_tidy)
         textpage.close()
         mode = recogniser.options.mode

@@ -8,7 +8,7 @@ from pathlib import Path
 from docingest.pipeline.document import BlockKind
 from docingest.pipeline.extract.pdf import extract_pdf
 from tests.support.printed_pdfs import print_html
-from tests.support.structured_pdfs import aligned_table_pdf
+from tests.support.structured_pdfs import aligned_table_pdf, ruled_table_pdf
 
 ROWS = [
     ("smallint", "2 bytes", "small-range integer", "-32768 to +32767"),
@@ -63,6 +63,18 @@ def test_untagged_table_from_text_aligned_in_columns() -> None:
     assert kinds == [
         (BlockKind.PARAGRAPH, " ".join(PROSE)),
         (BlockKind.TABLE, "\n".join(" | ".join(row) for row in rows)),
+    ]
+
+
+RULED = [("package", "popcon", "description"),
+         ("whois", "V:28,\nI:307", "over-featured front\nend to crypt(3)"),
+         ("openssl", "V:841", "compute password\nhashes (OpenSSL)")]  # fmt: skip
+
+
+def test_untagged_ruled_table_keeps_wrapped_cells_in_their_row() -> None:
+    document = extract_pdf(ruled_table_pdf(RULED), max_pages=3)
+    assert [(block.kind, block.text) for block in document.blocks] == [
+        (BlockKind.TABLE, "\n".join(" | ".join(c.replace("\n", " ") for c in r) for r in RULED))
     ]
 
 
