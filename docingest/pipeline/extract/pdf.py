@@ -16,7 +16,9 @@ feet and page numbers leave the text and footnotes move to the end of their page
 (`pdf_layout`, which holds pages a few back to compare them). Headings come from the outline
 (bookmarks) when it has at least `MIN_OUTLINE_ENTRIES` entries, else from typography
 (`pdf_headings`) besides the few entries it has: an outline of one entry (a title) says
-little of the sections.
+little of the sections. Tables come from a tagged PDF's structure tree (`pdf_tables`), else
+from ruled grids (`pdf_ruled`) and text aligned in columns (`pdf_aligned`); on OCR'd pages
+from the word boxes (`ocr_tables`).
 
 OCR: a page whose text layer holds no text but draws something (a scan, a photo, text turned
 into outlines) is rendered in grey at `ocr_dpi` and read by Tesseract (`ocr.py`); with
