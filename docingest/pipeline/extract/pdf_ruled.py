@@ -182,7 +182,9 @@ def _fill(
         where: tuple[int, int] | None = None
         for index in range(start, end):
             char = text[index]
-            if not char.isspace():
+            # A word's first character places it: PDFium parts words that stand apart,
+            # so no word crosses a rule (a fifth of the calls a character each would take).
+            if not char.isspace() and (index == start or text[index - 1].isspace()):
                 pdfium_c.FPDFText_GetLooseCharBox(raw, index, box)
                 where = grid.cell((box.left + box.right) / 2, (box.top + box.bottom) / 2)
             if where is not None:
