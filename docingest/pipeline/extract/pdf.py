@@ -66,6 +66,7 @@ from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
 from docingest.pipeline.extract.pdf_lines import PdfLine, align_text, read_lines
+from docingest.pipeline.extract.pdf_rules import mark_ruled
 from docingest.pipeline.extract.pdf_tables import page_tables
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ def _page_lines(
         if styled is None:
             plain = clean_lines(_mend_hyphens(text), page_label="", page_number=0)
             return [PdfLine(line) for line in plain], 0.0
-        return styled, page.get_height()
+        return mark_ruled(page, styled), page.get_height()
     finally:
         page.close()
 

@@ -61,6 +61,8 @@ class PdfLine:
     columnar: bool = False
     """Words stand far apart, as a table row's cells do (read for lines in type other than
     the page's most common only: heading candidates)."""
+    ruled: bool = False
+    """Drawn rules box the line in, with space beyond them (`pdf_rules`)."""
     start: int = -1
     """Index of the line's first character in the text page (-1: not read from one)."""
     table: bool = False
@@ -247,7 +249,7 @@ class _StyleReader:
             round(size, 1),
             bolds >= _MOSTLY * sampled,
             italics >= _MOSTLY * sampled,
-            max(set(families), key=families.count),
+            max(families, key=families.count),  # a tie: the first sample's (no set order)
             left,
             right,
             top,
