@@ -62,6 +62,7 @@ from docingest.pipeline.extract.ocr import (
     OcrRecord,
 )
 from docingest.pipeline.extract.page_lines import clean, clean_lines, is_compound, page_blocks
+from docingest.pipeline.extract.pdf_columns import in_reading_order
 from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
@@ -212,6 +213,8 @@ def _page_lines(
         text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
         tables = page_tables(page, textpage, text) if tagged else ([], [])
         styled = read_lines(textpage, text, tables, tidy=_tidy)
+        if styled is not None:
+            styled = in_reading_order(textpage, text, styled, page.get_width(), _tidy)
         textpage.close()
         mode = recogniser.options.mode
         needs_ocr = mode is OcrMode.FORCE or (
