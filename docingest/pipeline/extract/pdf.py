@@ -154,7 +154,9 @@ def iter_pdf(
     try:
         for index in range(page_count):
             try:
-                lines, height = _page_lines(pdf, index, recogniser, tagged=tagged)
+                lines, height = _page_lines(
+                    pdf, index, recogniser, tagged=tagged, headings=finder is not None
+                )
             except pdfium.PdfiumError:
                 failed_pages.append(index + 1)
                 lines, height = [], 0.0
@@ -202,17 +204,23 @@ def _open(data: bytes) -> pdfium.PdfDocument:
 
 
 def _page_lines(
-    pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser, *, tagged: bool
+    pdf: pdfium.PdfDocument,
+    index: int,
+    recogniser: LazyRecogniser,
+    *,
+    tagged: bool,
+    headings: bool,
 ) -> tuple[list[PdfLine], float]:
-    """The page's text layer as clean lines ("" a blank line) with their typography (a
-    tagged PDF's tables as whole lines), or its OCR's lines (without) when it has none (or
-    OCR is forced); and the page's height."""
+    """The page's text layer as clean lines ("" a blank line) in reading order with their
+    typography (a tagged PDF's tables as whole lines; lines boxed by rules, and lines in
+    columns, marked if `headings` are to be found from typography: only that reads them),
+    or its OCR's lines (without) when it has none (or OCR is forced); and the page's height."""
     page = pdf[index]
     try:
         textpage = page.get_textpage()
         text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
         tables = page_tables(page, textpage, text) if tagged else ([], [])
-        styled = read_lines(textpage, text, tables, tidy=_tidy)
+        styled = read_lines(textpage, text, tables, tidy=_tidy, headings=headings)
         if styled is not None:
             styled = in_reading_order(textpage, text, styled, page.get_width(), _tidy)
         textpage.close()
@@ -229,7 +237,7 @@ def _page_lines(
         if styled is None:
             plain = clean_lines(_mend_hyphens(text), page_label="", page_number=0)
             return [PdfLine(line) for line in plain], 0.0
-        return mark_ruled(page, styled), page.get_height()
+        return (mark_ruled(page, styled) if headings else styled), page.get_height()
     finally:
         page.close()
 

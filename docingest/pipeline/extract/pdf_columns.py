@@ -25,6 +25,7 @@ pdfplumber use) re-reads every character at many times PDFium's cost (BENCHMARKS
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable
 
@@ -50,6 +51,7 @@ LIKE_WIDTHS = 0.75
 """The narrower column is at least this share of the wider one."""
 
 _GUTTER_STEPS = 24
+_PROBES = 3
 
 
 def reading_order(lines: list[PdfLine], width: float) -> list[PdfLine]:
@@ -57,6 +59,10 @@ def reading_order(lines: list[PdfLine], width: float) -> list[PdfLine]:
     when the page is not in two columns or its stream already reads them in order."""
     placed = [line for line in lines if line.styled and line.text]
     if width <= 0 or len(placed) < 2 * MIN_COLUMN_LINES:
+        return lines
+    left = sum(1 for line in placed if line.right <= 0.75 * width)
+    right = sum(1 for line in placed if line.left >= 0.25 * width)
+    if min(left, right) < MIN_COLUMN_LINES:  # no gutter can have enough on both sides
         return lines
     gutter = _gutter(placed, width)
     if gutter is None:
@@ -109,15 +115,14 @@ def split_across(
     placed = [line for line in lines if line.styled and line.text and line.start >= 0]
     if len(placed) < 2 * MIN_COLUMN_LINES:
         return lines
+    extent = max(line.right for line in placed) - min(line.left for line in placed)
+    if sum(line.right - line.left >= 0.7 * extent for line in placed) < 0.5 * len(placed):
+        return lines  # lines joined across a gutter span the page: most lines would
     raw = textpage.raw
-    gaps = {
-        id(line)
-        for line in placed
-        if pdfium_c.FPDFText_GetCharIndexAtPos(
-            raw, (line.left + line.right) / 2, (line.top + line.bottom) / 2, 0.6 * line.size, 1
-        )
-        < 0  # no character within 0.6 type sizes: wider than a space, or leader dots' gaps
-    }
+    step = max(len(placed) // _PROBES, 1)
+    if not all(_gap_at_middle(raw, line) for line in placed[step // 2 :: step][:_PROBES]):
+        return lines  # a look at a few lines first: PDFium's lookup reads the whole page
+    gaps = {id(line) for line in placed if _gap_at_middle(raw, line)}
     if len(gaps) < MIN_COLUMN_LINES or len(gaps) < 0.5 * len(placed):
         return lines
     box = pdfium_c.FS_RECTF()
@@ -133,6 +138,13 @@ def split_across(
         result.append(dataclasses.replace(line, text=tidy(text[cut:end]), left=left, start=cut))
         cuts += 1
     return result if cuts >= max(MIN_COLUMN_LINES, 0.5 * len(placed)) else lines
+
+
+def _gap_at_middle(raw: pdfium_c.FPDF_TEXTPAGE, line: PdfLine) -> bool:
+    """Whether no character stands within 0.6 type sizes of the line's middle: wider than
+    a space between words, or than the gaps of leader dots."""
+    middle, height = (line.left + line.right) / 2, (line.top + line.bottom) / 2
+    return pdfium_c.FPDFText_GetCharIndexAtPos(raw, middle, height, 0.6 * line.size, 1) < 0
 
 
 def _cut(
@@ -169,10 +181,12 @@ def _gutter(lines: list[PdfLine], width: float) -> float | None:
     """The x in the middle half of the page that the most lines stand clear of, if both
     sides hold `MIN_COLUMN_LINES` and few lines span it."""
     best: tuple[int, float] | None = None
+    rights = sorted(line.right for line in lines)
+    lefts = sorted(line.left for line in lines)
     for step in range(_GUTTER_STEPS + 1):
         x = width * (0.25 + 0.5 * step / _GUTTER_STEPS)
-        left = sum(1 for line in lines if line.right <= x)
-        right = sum(1 for line in lines if line.left >= x)
+        left = bisect.bisect_right(rights, x)
+        right = len(lefts) - bisect.bisect_left(lefts, x)
         if min(left, right) < MIN_COLUMN_LINES or left + right < 0.7 * len(lines):
             continue
         if best is None or left + right > best[0]:

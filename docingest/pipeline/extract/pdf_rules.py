@@ -2,8 +2,9 @@
 space beyond both rules, as the R reference manual sets each topic's name (in body type, so
 typography alone cannot tell it from the text; BENCHMARKS.md, "PDF structure").
 
-The page's objects are walked only on a page that has a candidate (a short line with space
-above and below it): most pages have none, and a walk costs one PDFium call per object.
+The page's objects are walked only on a page that has a candidate (a short line in the
+page's usual type, not bold, with space above and below it): most pages have none, and a
+walk costs two PDFium calls per object.
 A rule is a path object at most `RULE_HEIGHT` high, within `REACH` type sizes of the line
 and spanning it. A table's rows have rules too, but text just beyond them: hence the space
 asked for beyond each rule. A filled box is not a rule: one-line code samples are set in
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+from collections import Counter
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -34,10 +36,18 @@ MAX_OBJECTS = 20_000
 def mark_ruled(page: pdfium.PdfPage, lines: list[PdfLine]) -> list[PdfLine]:
     """Return `lines` with `ruled` set on each line boxed by rules (see the module docstring)."""
     texts = [line for line in lines if line.styled and line.text]
-    candidates = [
+    sizes: Counter[float] = Counter()
+    for line in texts:
+        sizes[line.size] += len(line.text)
+    usual = sizes.most_common(1)[0][0] if sizes else 0.0
+    candidates = [  # in the body's type: larger or bold lines tell by typography already
         position
         for position, line in enumerate(lines)
-        if line.styled and 2 <= len(line.text) <= MAX_CHARS and _spaced(lines, position)
+        if line.styled
+        and not line.bold
+        and abs(line.size - usual) <= 0.5
+        and 2 <= len(line.text) <= MAX_CHARS
+        and _spaced(lines, position)
     ]
     if not candidates:
         return lines
