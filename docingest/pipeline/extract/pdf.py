@@ -6,7 +6,8 @@ positions, as a viewer does, and no corpus PDF opens with pypdf but not with PDF
 (BENCHMARKS.md, "PDF text: pypdf (the previous engine) and PDFium, one run").
 
 Reading order: PDFium's text page follows the content stream, which for LaTeX, Word and GPO
-output is column by column (the 2-column DPR and NAACL papers, the 3-column Federal Register).
+output is column by column (the 2-column DPR and NAACL papers, the 3-column Federal Register);
+a two-column page written across is put in column order (`pdf_columns`).
 A line-end hyphen PDFium recognises comes back as U+FFFE with the line already joined; the
 hyphen is dropped or kept by the same compound rule as any other (`page_lines`). Arabic
 lam-alef ligatures come back with their two letters swapped and are put back in order.

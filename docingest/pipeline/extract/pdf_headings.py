@@ -2,19 +2,25 @@
 
 A line is a heading when it reads like a title (short, no sentence or clause end, not a
 caption "Figure 3:", not a contents line with leaders or a page number) and stands apart
-from the body text: larger type, or bold where the body is not, or a section number
-("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or another family. A style that
+from the body text: larger type, or bold where the body is not (and not opening in lower
+case, as a bold cross-reference does), or a section number ("3.1", "IV.", "A.2",
+"Chapter 4") set in capitals, italics or another family, or drawn rules boxing it in
+(`PdfLine.ruled`, the R manual's topics: body type, so only the rules tell). A style that
 sets a large share of the document's text is body, not heading (a PDF whose every line is
 bold has no bold headings), and a run of more than `MAX_HEADING_LINES` lines in heading type
-is an emphasised paragraph (a bold abstract). A heading that repeats the one before it is a
-continued section's banner, not a new heading. Consecutive heading lines in one style are one
+is an emphasised paragraph (a bold abstract). A heading that repeats the one before it, or
+says it is continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not a new
+heading. It stands alone: the next line does not carry on its sentence in lower case, unless
+set apart from it by space. Consecutive heading lines in one style are one
 heading wrapped over lines; "Chapter 4" followed by its title is one heading.
 
 Levels: a section number gives its depth ("3" → 1, "3.1" → 2, roman numerals 1, a letter
 under roman numerals 2, "Chapter" 1); an unnumbered heading takes the level its style had
 when numbered, else its rank by size (bold above regular) among the heading styles seen so
-far. A style keeps the level it first got, so levels stay consistent across the document
-(a larger style seen only later shares level 1 rather than renumber what was given out).
+far (ruled above bold above regular at one size; styles of the first page, a title page's,
+left out). A style keeps the level it first got, so levels stay consistent across the
+document (a larger style seen only later shares level 1 rather than renumber what was given
+out); after a "Part", every heading is one level further down.
 
 Not headings either: admonition labels ("Note", "Tip", "Warning"), bulleted lines, and lines
 whose words stand in columns far apart (a table's header row, `PdfLine.columnar`).

@@ -2,8 +2,8 @@
 space beyond both rules, as the R reference manual sets each topic's name (in body type, so
 typography alone cannot tell it from the text; BENCHMARKS.md, "PDF structure").
 
-The page's objects are walked only on a page that has a candidate (a short line in the
-page's usual type, not bold, with space above and below it): most pages have none, and a
+The page's objects are walked only on a page that has a candidate (a short line in about
+the page's usual size, not bold, with space above and below it): most pages have none, and a
 walk costs two PDFium calls per object.
 A rule is a path object at most `RULE_HEIGHT` high, within `REACH` type sizes of the line
 and spanning it. A table's rows have rules too, but text just beyond them: hence the space
@@ -45,7 +45,7 @@ def mark_ruled(page: pdfium.PdfPage, lines: list[PdfLine]) -> list[PdfLine]:
         for position, line in enumerate(lines)
         if line.styled
         and not line.bold
-        and abs(line.size - usual) <= 0.5
+        and abs(line.size - usual) <= 0.15 * usual  # a page of code in smaller type
         and 2 <= len(line.text) <= MAX_CHARS
         and _spaced(lines, position)
     ]
