@@ -210,11 +210,27 @@ print(json.dumps({"seconds": seconds, "pages": 0, "blocks": blocks}))
 """
 
 
-def run_unstructured(python: str, pdf: Path) -> dict[str, Any]:
-    """unstructured's `fast` strategy on `pdf` with the interpreter `python` (its own venv):
-    its "Title" elements as headings, `category_depth` + 1 as the level."""
+PYMUPDF4LLM = """
+import json, sys, time
+import pymupdf4llm
+started = time.process_time()
+pages = pymupdf4llm.to_markdown(sys.argv[1], page_chunks=True, show_progress=False)
+seconds = time.process_time() - started
+blocks = [("heading", len(line) - len(line.lstrip("#")), number + 1,
+           line.lstrip("#").strip().replace("**", "").replace("_", ""))
+          for number, page in enumerate(pages) for line in page["text"].splitlines()
+          if line.startswith("#")]
+print(json.dumps({"seconds": seconds, "pages": len(pages), "blocks": blocks}))
+"""
+OTHERS = {"unstructured fast": UNSTRUCTURED, "pymupdf4llm": PYMUPDF4LLM}
+
+
+def run_other(python: str, script: str, pdf: Path) -> dict[str, Any]:
+    """Another library on `pdf` with the interpreter `python` (its own venv, never the
+    project's): unstructured's "Title" elements with `category_depth` + 1 as the level, or
+    pymupdf4llm's (AGPL: a reference only) Markdown "#" lines."""
     done = subprocess.run(
-        [python, "-c", UNSTRUCTURED, str(pdf)], capture_output=True, text=True, check=False
+        [python, "-c", script, str(pdf)], capture_output=True, text=True, check=False
     )
     if done.returncode:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1][:200]}
@@ -223,9 +239,14 @@ def run_unstructured(python: str, pdf: Path) -> dict[str, Any]:
 
 
 def headings(
-    corpus: Path, trees: dict[str, Path], pages: int, work: Path, show: bool, others: str
+    corpus: Path,
+    trees: dict[str, Path],
+    pages: int,
+    work: Path,
+    show: bool,
+    others: dict[str, str],
 ) -> None:
-    names = [*trees, *(["unstructured fast"] if others else [])]
+    names = [*trees, *(name for name, python in others.items() if python)]
     groups = {
         "tuned on (corpus PDFs with an outline)": [corpus / "pdf" / name for name in OUTLINED],
         "held out (LibreOffice exports)": [
@@ -247,7 +268,7 @@ def headings(
                 if name in trees:
                     result = run_tree(trees[name], source)
                 else:
-                    result = run_unstructured(others, source)
+                    result = run_other(others[name], OTHERS[name], source)
                 if "error" in result:
                     row += [result["error"], "", "", ""]
                     continue
@@ -318,6 +339,7 @@ def main() -> None:
     parser.add_argument("--only", choices=["headings", "corpus"])
     parser.add_argument("--show", action="store_true", help="print misses and extra headings")
     parser.add_argument("--unstructured", default="", help="a Python with unstructured installed")
+    parser.add_argument("--pymupdf4llm", default="", help="a Python with pymupdf4llm installed")
     args = parser.parse_args()
     corpus = find_corpus()
     commit = subprocess.run(
@@ -329,7 +351,8 @@ def main() -> None:
         baseline = export_baseline(args.baseline, work / "baseline")
         trees = {f"today ({args.baseline})": baseline, "this": REPO}
         if args.only != "corpus":
-            headings(corpus, trees, args.pages, work, args.show, args.unstructured)
+            others = {"unstructured fast": args.unstructured, "pymupdf4llm": args.pymupdf4llm}
+            headings(corpus, trees, args.pages, work, args.show, others)
         if args.only != "headings":
             whole_corpus(corpus, trees)
     print(f"\nload average after: {os.getloadavg()[0]:.1f}")
