@@ -3,6 +3,8 @@ only by the text matrix, all-bold pages, pages of tiny text objects (built at te
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tests.support.pdf_files import build_pdf, stream
 
 _HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
@@ -134,3 +136,29 @@ def tagged_table_pdf(rows: int, *, nested: bool = False) -> bytes:
     ]
     body = dict(objects)
     return build_pdf(head + [body[number] for number in range(8, next_number)])
+
+
+def placed_pdf(
+    texts: Sequence[tuple[str, float, float, float]],
+    rules: Sequence[tuple[float, float, float]] = (),
+) -> bytes:
+    """One page of `texts` (text, size, x, baseline y) written in the order given, and
+    horizontal `rules` (x from, x to, y) stroked half a point thick."""
+    content = [
+        b"BT /F1 %g Tf %g %g Td (%s) Tj ET" % (size, x, y, _escape(text))
+        for text, size, x, y in texts
+    ]
+    content += [b"0.5 w %g %g m %g %g l S" % (x0, y, x1, y) for x0, x1, y in rules]
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>"
+    )
+    return build_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+            stream(b"\n".join(content)),
+            _HELVETICA,
+            page,
+        ]
+    )
