@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from docingest.pipeline.chunking import ChunkingSpec
-from docingest.pipeline.document import BlockKind
+from docingest.pipeline.document import BlockKind, ExtractedDocument
 from docingest.pipeline.extract.pdf import extract_pdf
 from docingest.pipeline.isolation.parent import Limits
 from docingest.pipeline.settings import Settings
@@ -15,6 +15,7 @@ from tests.support.prepared import prepare_isolated
 from tests.support.proc import CpuMeter
 from tests.support.structured_pdfs import (
     aligned_table_pdf,
+    placed_pdf,
     ruled_table_pdf,
     tagged_table_pdf,
     text_pdf,
@@ -106,3 +107,52 @@ def test_thousands_of_tiny_rules_that_form_no_table_stay_bounded() -> None:
     document = extract_pdf(ruled_table_pdf(rows, dashes=60_000), max_pages=2)
     assert "alpha" in " ".join(block.text for block in document.blocks)
     assert many.seconds < plain.seconds + 20, (plain.seconds, many.seconds)
+
+
+def _text(document: ExtractedDocument) -> str:
+    return " ".join(block.text for block in document.blocks)
+
+
+def _body(top: float, count: int, x: float = 72.0) -> list[tuple[str, float, float, float]]:
+    return [(f"Body text line {n} goes on as the paragraph says", 10.0, x, top - 12 * n)
+            for n in range(count)]  # fmt: skip
+
+
+def test_a_line_boxed_by_rules_is_a_heading_but_ruled_rows_and_code_are_not() -> None:
+    texts = [*_body(740, 4), ("abbreviate Abbreviate Strings", 10.0, 80, 670), *_body(630, 4)]
+    rules = [(72, 540, 684), (72, 540, 662)]
+    # A ruled table's rows: rules between rows, text just beyond each.
+    texts += [("Alpha Beta", 10.0, 80, 500), ("Gamma Delta", 10.0, 80, 486)]
+    rules += [(72, 540, 511), (72, 540, 497), (72, 540, 483)]
+    # A one-line code sample between rules, with space around.
+    texts += [("x <- c(1, 2); y = 3", 10.0, 80, 400), *_body(360, 3)]
+    rules += [(72, 540, 414), (72, 540, 392)]
+    document = extract_pdf(placed_pdf(texts, rules), max_pages=5)
+    headings = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
+    assert headings == ["abbreviate Abbreviate Strings"]
+
+
+def test_two_columns_written_across_the_page_read_column_by_column() -> None:
+    left = [(f"Left {n:02d} words of the first column run on here", 10.0, 72, 740 - 12 * n)
+            for n in range(14)]  # fmt: skip
+    right = [(f"Right {n:02d} words of the second column go on", 10.0, 320, 740 - 12 * n)
+             for n in range(14)]  # fmt: skip
+    across = [line for pair in zip(left, right, strict=True) for line in pair]
+    text = " ".join(_text(extract_pdf(placed_pdf(across), max_pages=5)).split())
+    assert text.index("Left 13") < text.index("Right 00")
+    assert [text.index(f"Left {n:02d}") for n in range(14)] == sorted(
+        text.index(f"Left {n:02d}") for n in range(14)
+    )
+    # A table of short terms and long descriptions is read row by row, as written.
+    rows = [(f"term{n}", 10.0, 72, 740 - 12 * n) for n in range(14)]
+    wide = [(f"what term {n} means, at some length", 10.0, 200, 740 - 12 * n) for n in range(14)]
+    table = [line for pair in zip(rows, wide, strict=True) for line in pair]
+    text = " ".join(_text(extract_pdf(placed_pdf(table), max_pages=5)).split())
+    assert text.index("term1 ") < text.index("what term 1 means") < text.index("term2 ")
+
+
+def test_a_real_two_column_paper_reads_column_by_column(corpus_dir: Path) -> None:
+    data = (corpus_dir / "pdf" / "dpr-karpukhin2020-2col.pdf").read_bytes()
+    text = " ".join(_text(extract_pdf(data, max_pages=50)).split())
+    # The left column's last line of page 2, then the right column's first.
+    assert "More specifically, we assume the extractive QA setting, in which" in text

@@ -213,3 +213,29 @@ def ruled_table_pdf(rows: Sequence[Sequence[str]], *, dashes: int = 0) -> bytes:
             page,
         ]
     )
+
+
+def placed_pdf(
+    texts: Sequence[tuple[str, float, float, float]],
+    rules: Sequence[tuple[float, float, float]] = (),
+) -> bytes:
+    """One page of `texts` (text, size, x, baseline y) written in the order given, and
+    horizontal `rules` (x from, x to, y) stroked half a point thick."""
+    content = [
+        b"BT /F1 %g Tf %g %g Td (%s) Tj ET" % (size, x, y, _escape(text))
+        for text, size, x, y in texts
+    ]
+    content += [b"0.5 w %g %g m %g %g l S" % (x0, y, x1, y) for x0, x1, y in rules]
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>"
+    )
+    return build_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+            stream(b"\n".join(content)),
+            _HELVETICA,
+            page,
+        ]
+    )

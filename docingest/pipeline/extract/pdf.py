@@ -6,7 +6,8 @@ positions, as a viewer does, and no corpus PDF opens with pypdf but not with PDF
 (BENCHMARKS.md, "PDF text: pypdf (the previous engine) and PDFium, one run").
 
 Reading order: PDFium's text page follows the content stream, which for LaTeX, Word and GPO
-output is column by column (the 2-column DPR and NAACL papers, the 3-column Federal Register).
+output is column by column (the 2-column DPR and NAACL papers, the 3-column Federal Register);
+a two-column page written across is put in column order (`pdf_columns`).
 A line-end hyphen PDFium recognises comes back as U+FFFE with the line already joined; the
 hyphen is dropped or kept by the same compound rule as any other (`page_lines`). Arabic
 lam-alef ligatures come back with their two letters swapped and are put back in order.
@@ -65,11 +66,13 @@ from docingest.pipeline.extract.ocr import (
 )
 from docingest.pipeline.extract.page_lines import clean, clean_lines, is_compound, page_blocks
 from docingest.pipeline.extract.pdf_aligned import aligned_tables
+from docingest.pipeline.extract.pdf_columns import in_reading_order
 from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
 from docingest.pipeline.extract.pdf_lines import PdfLine, align_text, read_lines
 from docingest.pipeline.extract.pdf_ruled import ruled_tables
+from docingest.pipeline.extract.pdf_rules import mark_ruled
 from docingest.pipeline.extract.pdf_tables import page_tables
 
 if TYPE_CHECKING:
@@ -156,7 +159,9 @@ def iter_pdf(
     try:
         for index in range(page_count):
             try:
-                lines, height = _page_lines(pdf, index, recogniser, tagged=tagged)
+                lines, height = _page_lines(
+                    pdf, index, recogniser, tagged=tagged, headings=finder is not None
+                )
             except pdfium.PdfiumError:
                 failed_pages.append(index + 1)
                 lines, height = [], 0.0
@@ -204,20 +209,28 @@ def _open(data: bytes) -> pdfium.PdfDocument:
 
 
 def _page_lines(
-    pdf: pdfium.PdfDocument, index: int, recogniser: LazyRecogniser, *, tagged: bool
+    pdf: pdfium.PdfDocument,
+    index: int,
+    recogniser: LazyRecogniser,
+    *,
+    tagged: bool,
+    headings: bool,
 ) -> tuple[list[PdfLine], float]:
-    """The page's text layer as clean lines ("" a blank line) with their typography (a
-    tagged PDF's tables as whole lines), or its OCR's lines (without) when it has none (or
-    OCR is forced); and the page's height."""
+    """The page's text layer as clean lines ("" a blank line) in reading order with their
+    typography (a tagged PDF's tables as whole lines; lines boxed by rules, and lines in
+    columns, marked if `headings` are to be found from typography: only that reads them),
+    or its OCR's lines (without) when it has none (or OCR is forced); and the page's height."""
     page = pdf[index]
     try:
         textpage = page.get_textpage()
         text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
         tables = page_tables(page, textpage, text) if tagged else ([], [])
-        styled = read_lines(textpage, text, tables, tidy=_tidy)
+        styled = read_lines(textpage, text, tables, tidy=_tidy, headings=headings)
         if styled is not None and not tables[0]:  # untagged: from rules, aligned columns
             styled = ruled_tables(page, textpage, text, styled, tidy=_tidy)
             styled = aligned_tables(textpage, text, styled, page.get_height(), tidy=_tidy)
+        if styled is not None:  # after the tables: they travel as whole lines
+            styled = in_reading_order(textpage, text, styled, page.get_width(), _tidy)
         textpage.close()
         mode = recogniser.options.mode
         needs_ocr = mode is OcrMode.FORCE or (
@@ -236,7 +249,7 @@ def _page_lines(
         if styled is None:
             plain = clean_lines(_mend_hyphens(text), page_label="", page_number=0)
             return [PdfLine(line) for line in plain], 0.0
-        return styled, page.get_height()
+        return (mark_ruled(page, styled) if headings else styled), page.get_height()
     finally:
         page.close()
 

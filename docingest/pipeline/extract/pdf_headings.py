@@ -2,19 +2,25 @@
 
 A line is a heading when it reads like a title (short, no sentence or clause end, not a
 caption "Figure 3:", not a contents line with leaders or a page number) and stands apart
-from the body text: larger type, or bold where the body is not, or a section number
-("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or another family. A style that
+from the body text: larger type, or bold where the body is not (and not opening in lower
+case, as a bold cross-reference does), or a section number ("3.1", "IV.", "A.2",
+"Chapter 4") set in capitals, italics or another family, or drawn rules boxing it in
+(`PdfLine.ruled`, the R manual's topics: body type, so only the rules tell). A style that
 sets a large share of the document's text is body, not heading (a PDF whose every line is
 bold has no bold headings), and a run of more than `MAX_HEADING_LINES` lines in heading type
-is an emphasised paragraph (a bold abstract). A heading that repeats the one before it is a
-continued section's banner, not a new heading. Consecutive heading lines in one style are one
+is an emphasised paragraph (a bold abstract). A heading that repeats the one before it, or
+says it is continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not a new
+heading. It stands alone: the next line does not carry on its sentence in lower case, unless
+set apart from it by space. Consecutive heading lines in one style are one
 heading wrapped over lines; "Chapter 4" followed by its title is one heading.
 
 Levels: a section number gives its depth ("3" → 1, "3.1" → 2, roman numerals 1, a letter
 under roman numerals 2, "Chapter" 1); an unnumbered heading takes the level its style had
 when numbered, else its rank by size (bold above regular) among the heading styles seen so
-far. A style keeps the level it first got, so levels stay consistent across the document
-(a larger style seen only later shares level 1 rather than renumber what was given out).
+far (ruled above bold above regular at one size; styles of the first page, a title page's,
+left out). A style keeps the level it first got, so levels stay consistent across the
+document (a larger style seen only later shares level 1 rather than renumber what was given
+out); after a "Part", every heading is one level further down.
 
 Not headings either: admonition labels ("Note", "Tip", "Warning"), bulleted lines, and lines
 whose words stand in columns far apart (a table's header row, `PdfLine.columnar`).
@@ -41,7 +47,7 @@ _CAPTION = re.compile(
     r"[\dIVXA-Z]",
     re.IGNORECASE,
 )
-_CONTENTS = re.compile(r"(?:(?:\.\s?){3,}|…|\s{2,}|_{3,})\s*[\dixvlc]+$|\s\d{1,4}$", re.I)
+_CONTENTS = re.compile(r"(?:(?:\.\s?){3,}|…|\s{2,}|_{3,})\s*[\dixvlc]+$|(?<!,)\s\d{1,4}$", re.I)
 _CHAPTER = re.compile(r"^(chapter|part|appendix|annex|section)\s+(\w{1,6})\.?(?:\s+|$)", re.I)
 _DOTTED = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){0,5})\.?(?:\s+(?=[^\W\d_\"'“(])|$)")
 _LETTERED = re.compile(r"^([A-Z])(?:\.(\d{1,3}(?:\.\d{1,3}){0,4})\.?|[.)])\s+(?=[^\W\d_])")
@@ -53,6 +59,14 @@ _ADMONITIONS = frozenset(
 )
 _BULLET = re.compile(r"^[•◦▪●○■□►➢\uf0a7\uf0b7\-–—*]")
 _ENDS_CLAUSE = (".", ",", ";", ":", "!", "?")
+_BLANK_PAGE = re.compile(r"intentionally\s+(?:left\s+)?blank", re.IGNORECASE)
+_CODE = re.compile(r"^[$#>%]\s|[;{}=<>]|\(\)")
+"""A shell prompt, code punctuation: a one-line code sample between rules."""
+_NUMBER_PREFIX = re.compile(r"^(?:[\dIVX]+|[A-Z](?=[.\-]))(?:[.\-–]\w+)*[.):]?\s+")
+_CONTINUED = re.compile(r"\((?:cont(?:inued|'d|\.)|suite)|\bcontinued\)?$", re.IGNORECASE)
+_APART = 0.6
+"""Space below a line, in type sizes, that sets it apart from the text after it (a line's
+leading leaves ~0.2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +77,8 @@ class BodyStyle:
     bold: bool
 
 
-Style = tuple[float, bool, bool]
-"""Size (to half a point), bold, italic."""
+Style = tuple[float, bool, bool, bool]
+"""Size (to half a point), bold, italic, boxed by rules."""
 
 
 @dataclass(slots=True)
@@ -74,8 +88,11 @@ class HeadingFinder:
     style_chars: Counter[Style] = field(default_factory=Counter)
     _numbered: dict[Style, Counter[int]] = field(default_factory=dict)
     _levels: dict[Style, int] = field(default_factory=dict)
-    _tiers: set[tuple[float, bool]] = field(default_factory=set)  # (size, bold) of headings
+    _tiers: set[tuple[float, int]] = field(default_factory=set)  # (size, weight) of headings
+    _numbered_tiers: set[tuple[float, int]] = field(default_factory=set)
+    _pages: int = 0
     _roman_seen: bool = False
+    _part_seen: bool = False
     _last_title: str = ""
 
     def count(self, lines: list[PdfLine]) -> None:
@@ -87,7 +104,7 @@ class HeadingFinder:
     def body(self) -> BodyStyle | None:
         if not self.style_chars:
             return None
-        (size, bold, _), _ = self.style_chars.most_common(1)[0]
+        (size, bold, _, _), _ = self.style_chars.most_common(1)[0]
         return BodyStyle(size, bold)
 
     def find(self, lines: list[PdfLine]) -> dict[int, tuple[str, int, int]]:
@@ -96,6 +113,7 @@ class HeadingFinder:
         if body is None:
             return {}
         total = sum(self.style_chars.values())
+        self._pages += 1
         marks = [self._is_heading(lines, i, body, total) for i in range(len(lines))]
         found: dict[int, tuple[str, int, int]] = {}
         position = 0
@@ -112,20 +130,24 @@ class HeadingFinder:
             for start, stop in _split_run(lines, position, end):
                 title = " ".join(line.text for line in lines[start:stop])
                 found[start] = (title, 0, stop - start)
-                self._tiers.add(_style(lines[start])[:2])
+                if self._pages > 1:  # not the title page's styles, set there only
+                    self._tiers.add(_tier(_style(lines[start])))
             position = end
-        result = {}
+        result: dict[int, tuple[str, int, int]] = {}
         for start, (title, _, span) in found.items():  # the page's heading styles all known
-            if title.casefold() == self._last_title:
-                continue  # the banner of a section continued from the page before
-            self._last_title = title.casefold()
+            unnumbered = _NUMBER_PREFIX.sub("", title, count=1).casefold()
+            if unnumbered == self._last_title or _continued(lines, start, span):
+                continue  # the banner of a section (an exhibit) continued from the page before
+            self._last_title = unnumbered
             result[start] = (title, self._level(title, lines[start]), span)
         return result
 
     def _is_heading(self, lines: list[PdfLine], i: int, body: BodyStyle, total: int) -> bool:
         line = lines[i]
         text = line.text
-        if not line.styled or line.columnar or not _reads_like_title(text):
+        if not line.styled or (line.columnar and not line.ruled):
+            return False
+        if not _reads_like_title(text, question=line.ruled or line.size >= body.size * LARGER):
             return False
         larger = line.size >= body.size * LARGER
         bolder = line.bold and not body.bold and line.size >= body.size * 0.95
@@ -135,24 +157,44 @@ class HeadingFinder:
             all(ch.isupper() for ch in letters) or bool(_SMALL_CAPS.search(line.family))
         )
         marked = numbered and (caps or line.italic or bolder or larger)
+        if line.ruled and not _CODE.search(text):
+            marked = True  # a topic's name boxed by rules (`pdf_rules`)
         if caps and len(text.split()) <= _CAPS_WORDS and _style(line) != _body_style(body):
             marked = True  # "REFERENCES" in small capitals
         if not marked and i > 0 and _CHAPTER.fullmatch(lines[i - 1].text + " "):
             marked = True  # the title under a bare "Chapter 4"
         if not (larger or bolder or marked):
             return False
+        if not (larger or marked) and not text[0].isupper() and not text[0].isdigit():
+            return False  # bold words inside a paragraph ("set dashtype (p. 142)")
         if not marked and self.style_chars[_style(line)] > BODY_SHARE * total:
             return False
+        # A heading stands alone: the text after it does not carry on its sentence, or
+        # stands apart below it. A heading wrapped over lines in its own style is skipped.
         style = _style(line)
-        following = next(
-            (later for later in lines[i + 1 :] if later.text and _style(later) != style), None
-        )
-        # A heading stands alone: the text after it does not carry on its sentence.
-        return following is None or not following.text[0].islower() or larger
+        own = style != _body_style(body)
+        following, above = None, line
+        for later in lines[i + 1 :]:
+            if not later.text:
+                continue
+            if own and _style(later) == style:
+                above = later
+                continue
+            following = later
+            break
+        if following is None or larger or not following.text[0].islower():
+            return True
+        return following.styled and following.top < above.bottom - _APART * above.size
 
     def _level(self, title: str, line: PdfLine) -> int:
+        """The heading's level, one deeper than it would be once a "Part" was seen."""
+        if (match := _CHAPTER.match(title)) and match.group(1).casefold() == "part":
+            self._part_seen = True
+            return 1
+        return min(self._rank(title, line) + self._part_seen, 6)
+
+    def _rank(self, title: str, line: PdfLine) -> int:
         style = _style(line)
-        self._tiers.add(style[:2])
         depth = _numbering(title)
         if depth is not None:
             if _ROMAN.match(title):
@@ -160,34 +202,52 @@ class HeadingFinder:
             elif depth == 1 and self._roman_seen and _LETTERED.match(title):
                 depth = 2  # "A. Method" under "III. APPROACH"
             self._numbered.setdefault(style, Counter())[depth] += 1
+            self._numbered_tiers.add(_tier(style))
             return depth
         if style in self._numbered:
             return self._numbered[style].most_common(1)[0][0]
         if style not in self._levels:
-            size, bold = style[:2]
+            size, weight = _tier(style)
             above = {
                 tier
-                for tier in self._tiers
-                if tier[0] > size + 0.5 or (abs(tier[0] - size) <= 0.5 and tier[1] and not bold)
+                for tier in self._tiers | self._numbered_tiers
+                if tier[0] > size + 0.5 or (abs(tier[0] - size) <= 0.5 and tier[1] > weight)
             }
             self._levels[style] = min(1 + len(above), 6)
         return self._levels[style]
 
 
+def _continued(lines: list[PdfLine], start: int, span: int) -> bool:
+    """Whether the heading, or the line just before it ("Exhibit 2-14 (Cont. 2)"), says
+    it is continued."""
+    before = next((line for line in reversed(lines[max(start - 2, 0) : start]) if line.text), None)
+    texts = [line.text for line in lines[start : start + span]]
+    return any(_CONTINUED.search(text) for text in [*texts, before.text if before else ""])
+
+
 def _body_style(body: BodyStyle) -> Style:
-    return (round(body.size * 2) / 2, body.bold, False)
+    return (round(body.size * 2) / 2, body.bold, False, False)
 
 
 def _style(line: PdfLine) -> Style:
-    return (round(line.size * 2) / 2, line.bold, line.italic)
+    return (round(line.size * 2) / 2, line.bold, line.italic, line.ruled)
 
 
-def _reads_like_title(text: str) -> bool:
+def _tier(style: Style) -> tuple[float, int]:
+    """Size and weight, for ranking heading styles: boxed by rules above bold above regular."""
+    return (style[0], 2 if style[3] else int(style[1]))
+
+
+def _reads_like_title(text: str, *, question: bool = False) -> bool:
+    """Whether `text` could be a title; ending in "?" only if `question` ("Are All Values
+    True?" in a ruled box, "What is Debian?" in larger type)."""
     if not 2 <= len(text) <= MAX_HEADING_CHARS or len(text.split()) > MAX_HEADING_WORDS:
         return False
-    if not any(ch.isalpha() for ch in text) or text.endswith(_ENDS_CLAUSE):
+    if not any(ch.isalpha() for ch in text):
         return False
-    if text.casefold() in _ADMONITIONS or _BULLET.match(text):
+    if text.endswith(_ENDS_CLAUSE) and not (question and text.endswith("?")):
+        return False
+    if text.casefold() in _ADMONITIONS or _BULLET.match(text) or _BLANK_PAGE.search(text):
         return False
     return not (_CAPTION.match(text) or _CONTENTS.search(text))
 

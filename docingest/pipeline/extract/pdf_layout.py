@@ -129,6 +129,8 @@ def _take_footnotes(
     if body_size <= 0 or height <= 0:
         return lines, []
     limit = body_size * _FOOTNOTE_RATIO
+    if not any(0 < line.size <= limit for line in lines):
+        return lines, []  # no small type: no footnote (most pages; CPU, BENCHMARKS.md)
     kept: list[PdfLine] = []
     notes: list[list[str]] = []
     position = 0

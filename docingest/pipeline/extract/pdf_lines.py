@@ -25,7 +25,7 @@ from docingest.pipeline.extract.pdf_tables import PdfTable
 
 SAMPLES_PER_LINE = 3
 """Letters sampled per line for its typography: first and last, and the middle one where
-those two differ in size (CPU: BENCHMARKS.md, "PDF structure")."""
+those two differ in size (CPU: BENCHMARKS.md, "PDF structure"); `_picks` is written for 3."""
 
 MAX_STYLED_LINES = 3000
 """Lines sampled per page at most; a page with more (100,000 tiny text objects) gets its
@@ -61,6 +61,8 @@ class PdfLine:
     columnar: bool = False
     """Words stand far apart, as a table row's cells do (read for lines in type other than
     the page's most common only: heading candidates)."""
+    ruled: bool = False
+    """Drawn rules box the line in, with space beyond them (`pdf_rules`)."""
     start: int = -1
     """Index of the line's first character in the text page (-1: not read from one)."""
     table: bool = False
@@ -115,11 +117,14 @@ def read_lines(
     text: str,
     tables: tuple[list[PdfTable], list[int]] = ([], []),
     tidy: Callable[[str], str] = str.strip,
+    *,
+    headings: bool = True,
 ) -> list[PdfLine] | None:
     """Split `text` (the whole text page, one character per index) into styled lines, their
     text passed through `tidy`; the lines mostly made of a table's characters (`tables`: the
     tables and each character's table, from `pdf_tables.page_tables`) give way to the
-    table, at its first line.
+    table, at its first line. Without `headings` (the outline gives them) no line is
+    looked at for `columnar`, which only heading finding reads.
 
     Returns None when the text does not line up with the character indices (then only the
     plain text is used). Blank lines are kept as empty `PdfLine`s (paragraph breaks).
@@ -160,7 +165,8 @@ def read_lines(
             lines.append(PdfLine(tidy(raw), start=start))
             continue
         columnar = (
-            (style.bold or style.size > usual * 1.05)
+            headings
+            and (style.bold or style.size > usual * 1.05)
             and not raw.rstrip().endswith(_CLAUSE_ENDS)  # only heading candidates
             and reader.columnar(raw, start, style)
         )
@@ -214,7 +220,7 @@ class _StyleReader:
         self.name = ctypes.create_string_buffer(_NAME_SIZE)
         self.flags = ctypes.c_int()
         self.box = pdfium_c.FS_RECTF()
-        self.fonts: dict[bytes, tuple[str, bool]] = {}
+        self.fonts: dict[bytes, tuple[str, bool]] = {}  # family, bold (by name or weight)
 
     def style(self, raw: str, start: int) -> _Style | None:
         picks = _picks(raw)
@@ -239,13 +245,16 @@ class _StyleReader:
             sizes.append(size)
             length = pdfium_c.FPDFText_GetFontInfo(textpage, index, name, _NAME_SIZE, flags)
             font = name.value if 0 < length <= _NAME_SIZE else b""
-            if font not in self.fonts:
+            if font not in self.fonts or not font:  # a font's weight is its own: read once
                 text = _SUBSET_TAG.sub("", font.decode("latin-1"))
                 family = text.split("-")[0].split(",")[0]
-                self.fonts[font] = (family, bool(_BOLD_NAME.search(text)))
-            family, bold_name = self.fonts[font]
+                bold = bool(_BOLD_NAME.search(text)) or (
+                    pdfium_c.FPDFText_GetFontWeight(textpage, index) >= _BOLD_WEIGHT
+                )
+                self.fonts[font] = (family, bold)
+            family, bold = self.fonts[font]
             families.append(family)
-            bolds += bold_name or pdfium_c.FPDFText_GetFontWeight(textpage, index) >= _BOLD_WEIGHT
+            bolds += bold
             italics += bool(flags.value & _ITALIC_FLAG)
         sampled = len(sizes)
         sizes.sort()
@@ -258,7 +267,7 @@ class _StyleReader:
             round(size, 1),
             bolds >= _MOSTLY * sampled,
             italics >= _MOSTLY * sampled,
-            max(set(families), key=families.count),
+            max(families, key=families.count),  # a tie: the first sample's (no set order)
             left,
             right,
             top,
@@ -281,18 +290,22 @@ class _StyleReader:
 
 
 def _picks(raw: str) -> list[int]:
-    """Offsets of up to `SAMPLES_PER_LINE` letters or digits spread over the line: the first,
-    the last, then between (any visible character where the line has no letter)."""
+    """Offsets of up to 3 letters or digits spread over the line: the first, the last, then
+    the middle one (any visible character where the line has no letter). Written out, not
+    looped over `SAMPLES_PER_LINE`: this runs once a line (CPU, BENCHMARKS.md)."""
     length = len(raw)
-    picks: list[int] = []
-    for k in (0, SAMPLES_PER_LINE - 1, *range(1, SAMPLES_PER_LINE - 1)):
-        target = (k * (length - 1)) // max(SAMPLES_PER_LINE - 1, 1)
-        step = -1 if k == SAMPLES_PER_LINE - 1 else 1
-        position = target
-        while 0 <= position < length and not raw[position].isalnum():
-            position += step
-        if 0 <= position < length and position not in picks:
-            picks.append(position)
-    if not picks:
-        picks = [i for i, char in enumerate(raw) if not char.isspace()][:1]
+    first = 0
+    while first < length and not raw[first].isalnum():
+        first += 1
+    if first == length:
+        return [i for i, char in enumerate(raw) if not char.isspace()][:1]
+    last = length - 1
+    while not raw[last].isalnum():
+        last -= 1
+    middle = (length - 1) // 2
+    while middle < length and not raw[middle].isalnum():
+        middle += 1
+    picks = [first] if first == last else [first, last]
+    if middle < length and middle not in picks:
+        picks.append(middle)
     return picks
