@@ -5,7 +5,10 @@ code (a git revision) and this checkout side by side in one run.
 Run: `.venv/bin/python bench/bench_pdf_tables.py [--baseline REV] [--pdfplumber PYTHON]`
 (needs /usr/bin/chromium and soffice). `--pdfplumber` names an interpreter with pdfplumber
 installed (not a project dependency: it is measured, not used): its `extract_text()` of the
-same PDFs is scored alike, with its CPU beside docingest's.
+same PDFs is scored alike, with its CPU beside docingest's. Each PDF is also read with its
+tags removed (pypdf deletes the catalog's `StructTreeRoot` and `MarkInfo`): the untagged
+path, as LaTeX and exports without "Tagged PDF" give it, where only text aligned in columns
+shows a table.
 
 Truth: each source's table rows with two or more non-empty cells, read with lxml (`tr` and
 `th`/`td` in HTML, `w:tr` and `w:tc` in DOCX); rows holding a nested table are left out. A
@@ -162,6 +165,18 @@ def to_pdf(source: Path, work: Path) -> Path | None:
     return target if target.exists() else None
 
 
+def strip_tags(pdf: Path) -> Path:
+    """A copy of `pdf` without its structure tree (the untagged path)."""
+    from pypdf import PdfWriter
+
+    writer = PdfWriter(clone_from=str(pdf))
+    for key in ("/StructTreeRoot", "/MarkInfo"):
+        writer._root_object.pop(key, None)
+    target = pdf.with_name(pdf.stem + "-untagged.pdf")
+    writer.write(target)
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="main")
@@ -171,10 +186,10 @@ def main() -> None:
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
     print(
         "\n| source | rows | source today | source this | PDF today | PDF this | PDF CPU × "
-        "| PDF pdfplumber | pdfplumber CPU × this |"
+        "| PDF pdfplumber | pdfplumber CPU × this | untagged today | untagged this |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    totals = [0, 0, 0, 0, 0, 0]
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    totals = [0, 0, 0, 0, 0, 0, 0, 0]
     with tempfile.TemporaryDirectory(prefix="bench-pdf-tables-") as temporary:
         work = Path(temporary)
         baseline = export_baseline(args.baseline, work / "baseline")
@@ -205,12 +220,22 @@ def main() -> None:
                 totals[5] += count
                 cpu = float(result.get("seconds", 0.0)) / max(seconds[3], 1e-9)
                 plumber = [f"{count / len(rows):.0%}", f"{cpu:.1f}"]
+            untagged = ["", ""]
+            if pdf is not None:
+                bare = strip_tags(pdf)
+                for slot, root in enumerate((baseline, REPO)):
+                    count = kept(rows, str(run_tree(root, bare).get("text", "")))
+                    totals[6 + slot] += count
+                    untagged[slot] = f"{count / len(rows):.0%}"
             print(
                 f"| {source.name} | {len(rows)} | " + " | ".join(shares)
-                + f" | {ratio:.2f} | " + " | ".join(plumber) + " |"
+                + f" | {ratio:.2f} | " + " | ".join(plumber) + " | " + " | ".join(untagged) + " |"
             )  # fmt: skip
     shares = [f"**{count / max(totals[0], 1):.0%}** ({count})" for count in totals[1:]]
-    print(f"| **all** | {totals[0]} | " + " | ".join(shares[:4]) + f" | | {shares[4]} | |")
+    print(
+        f"| **all** | {totals[0]} | " + " | ".join(shares[:4]) + f" | | {shares[4]} | | "
+        + " | ".join(shares[5:]) + " |"
+    )  # fmt: skip
     print(f"\nload average after: {os.getloadavg()[0]:.1f}")
 
 

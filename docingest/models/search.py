@@ -93,6 +93,7 @@ class SearchResult(Model):
     ocr: OcrInfo | None = None
     start: int | None = None
     end: int | None = None
+    table_header: str | None = None
     excerpt: Excerpt | None = None
     highlights: list[tuple[int, int]] = Field(default_factory=list)
     context: Context | None = None

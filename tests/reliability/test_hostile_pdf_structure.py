@@ -14,7 +14,9 @@ from docingest.pipeline.settings import Settings
 from tests.support.prepared import prepare_isolated
 from tests.support.proc import CpuMeter
 from tests.support.structured_pdfs import (
+    aligned_table_pdf,
     placed_pdf,
+    ruled_table_pdf,
     tagged_table_pdf,
     text_pdf,
     tiny_objects_pdf,
@@ -73,6 +75,38 @@ def test_a_pdf_whose_every_line_is_bold_has_no_headings_from_boldness() -> None:
     document = extract_pdf(text_pdf([("Overview", 16.0, True), *bold_body]), max_pages=5)
     headings = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
     assert headings == ["Overview"]
+
+
+def test_an_untagged_5000_row_table_and_a_grid_of_rules_stay_bounded(tmp_path: Path) -> None:
+    # 5,000 rows aligned in columns on one tall page, then 100 × 100 cells of thin rules
+    # holding no text: the rows come out whole up to the page's cap on styled lines (past
+    # it, lines keep their text without typography), in tables of at most `MAX_ROWS`.
+    rows = [(f"name {n}", f"{n}.5", f"value {n}") for n in range(5000)]
+    path = tmp_path / "aligned.pdf"
+    path.write_bytes(aligned_table_pdf(rows, rules=100, height=14 * 5000 + 400))
+    with CpuMeter(os.getpid()) as cpu:
+        document = prepare_isolated(path, filename=path.name, settings=Settings(), limits=LIMITS)
+    lines = {line for chunk in document.chunks for line in chunk.text.split("\n")}
+    assert all(f"name {n} | {n}.5 | value {n}" in lines for n in range(0, 2990, 7))
+    text = " ".join(chunk.text for chunk in document.chunks)
+    assert all(f"name {n} " in text for n in range(2990, 5000))
+    assert cpu.seconds < LIMITS.cpu_seconds / 4, cpu.seconds
+
+
+def test_thousands_of_tiny_rules_that_form_no_table_stay_bounded() -> None:
+    # 15,000 short rules beside a ruled table: they cross no rule of the grid, which is
+    # read; 60,000 (past the objects a page is looked at for) leave the page's lines as
+    # text. A CPU bound relative to the page without them.
+    rows = [("key", "value"), ("alpha", "one\ntwo"), ("beta", "three")]
+    with CpuMeter(os.getpid()) as plain:
+        extract_pdf(ruled_table_pdf(rows), max_pages=2)
+    with CpuMeter(os.getpid()) as many:
+        document = extract_pdf(ruled_table_pdf(rows, dashes=15_000), max_pages=2)
+    table = next(block for block in document.blocks if block.kind is BlockKind.TABLE)
+    assert table.text == "key | value\nalpha | one two\nbeta | three"
+    document = extract_pdf(ruled_table_pdf(rows, dashes=60_000), max_pages=2)
+    assert "alpha" in " ".join(block.text for block in document.blocks)
+    assert many.seconds < plain.seconds + 20, (plain.seconds, many.seconds)
 
 
 def _text(document: ExtractedDocument) -> str:

@@ -138,6 +138,83 @@ def tagged_table_pdf(rows: int, *, nested: bool = False) -> bytes:
     return build_pdf(head + [body[number] for number in range(8, next_number)])
 
 
+def aligned_table_pdf(
+    rows: Sequence[Sequence[str]],
+    *,
+    before: Sequence[str] = (),
+    rules: int = 0,
+    height: float = 792,
+) -> bytes:
+    """One untagged page: the `before` lines as prose, then `rows` set in columns 110 points
+    apart (no tags, no rules: as LaTeX's tables without lines), then `rules` × `rules` cells
+    of thin ruling lines drawn below (a grid that holds no text)."""
+    content, y = [], height - 40.0
+    for text in before:
+        content.append(b"BT /F1 10 Tf 72 %g Td (%s) Tj ET" % (y, _escape(text)))
+        y -= 14
+    y -= 10
+    for row in rows:
+        for column, cell in enumerate(row):
+            content.append(
+                b"BT /F1 10 Tf %g %g Td (%s) Tj ET" % (72 + 110 * column, y, _escape(cell))
+            )
+        y -= 14
+    for k in range(rules + 1 if rules else 0):
+        step = 400 / rules
+        content.append(b"0.1 w 72 %g m 472 %g l S" % (y - k * step * 0.5, y - k * step * 0.5))
+        content.append(b"0.1 w %g %g m %g %g l S" % (72 + k * step, y, 72 + k * step, y - 200))
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>" % height
+    )
+    return build_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+            stream(b"\n".join(content)),
+            _HELVETICA,
+            page,
+        ]
+    )
+
+
+def ruled_table_pdf(rows: Sequence[Sequence[str]], *, dashes: int = 0) -> bytes:
+    """One untagged page: `rows` in a grid of thin ruled cells 150 points wide, a cell's
+    lines ("\\n" in its text) set one under the other, so a row can be taller than a line;
+    then `dashes` tiny rules scattered below, which form no grid."""
+    content: list[bytes] = []
+    top = 740.0
+    ys = [top]
+    for row in rows:
+        height = 14 * max(cell.count("\n") + 1 for cell in row) + 6
+        for column, cell in enumerate(row):
+            for n, text in enumerate(cell.split("\n")):
+                y = ys[-1] - 14 - 14 * n
+                x = 76 + 150 * column
+                content.append(b"BT /F1 10 Tf %g %g Td (%s) Tj ET" % (x, y, _escape(text)))
+        ys.append(ys[-1] - height)
+    for y in ys:  # borders drawn cell by cell, as Chromium and LibreOffice draw them
+        for column in range(len(rows[0])):
+            content.append(b"%g %g 150 0.5 re f" % (72 + 150 * column, y))
+    for column in range(len(rows[0]) + 1):
+        content.append(b"%g %g 0.5 %g re f" % (72 + 150 * column, ys[-1], ys[0] - ys[-1]))
+    for n in range(dashes):
+        content.append(b"%g %g 3 0.3 re f" % (20 + (n % 115) * 5, 300 - (n // 115) * 2))
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>"
+    )
+    return build_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+            stream(b"\n".join(content)),
+            _HELVETICA,
+            page,
+        ]
+    )
+
+
 def placed_pdf(
     texts: Sequence[tuple[str, float, float, float]],
     rules: Sequence[tuple[float, float, float]] = (),

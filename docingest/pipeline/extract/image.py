@@ -72,8 +72,12 @@ def extract_image(
             if recognised is None:
                 assert recogniser.unavailable is not None
                 raise recogniser.unavailable
-            lines = clean_lines(recognised.text, page_label="", page_number=index + 1)
-            blocks.extend(page_blocks(lines, page=index + 1, headings=[]))
+            if recognised.tables:  # rows from the word boxes (`ocr_tables`)
+                lines, tables = recognised.blocks_lines()
+                blocks.extend(page_blocks(lines, page=index + 1, headings=[], tables=tables))
+            else:
+                lines = clean_lines(recognised.text, page_label="", page_number=index + 1)
+                blocks.extend(page_blocks(lines, page=index + 1, headings=[]))
             if on_page is not None:
                 on_page(index + 1, pages)
     finally:

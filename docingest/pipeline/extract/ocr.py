@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docingest.pipeline.errors import NoTextFound
+from docingest.pipeline.extract.ocr_tables import Box, LaidOutText, lay_out
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -72,12 +73,18 @@ class OcrOptions:
 
 @dataclass(frozen=True, slots=True)
 class RecognisedText:
-    """One page's OCR: its text (lines, blank lines between paragraphs) and mean word
-    confidence from 0 to 1 (None when Tesseract found no word)."""
+    """One page's OCR: its text (lines, blank lines between paragraphs; a table's rows as
+    cells joined by " | ") and mean word confidence from 0 to 1 (None when Tesseract found
+    no word); `tables`: the spans `(first, end)` of the text's lines that are tables."""
 
     text: str
     confidence: float | None
     words: int
+    tables: tuple[tuple[int, int], ...] = ()
+
+    def blocks_lines(self) -> tuple[list[str], frozenset[int]]:
+        """The lines with each table as one line, and where those are (`ocr_tables`)."""
+        return LaidOutText(self.text.split("\n"), self.tables).blocks_lines()
 
 
 @dataclass(slots=True)
@@ -170,16 +177,19 @@ class Recogniser:
         self._api.SetSourceResolution(dpi or self._dpi)
         self._api.Recognize()
         lines = _confident_lines(self._words())
-        confidences = [confidence for line in lines for _, confidence in line]
-        text = "\n".join(" ".join(word for word, _ in line) if line else "" for line in lines)
+        confidences = [confidence for line in lines for _, confidence, _ in line]
+        laid = lay_out([[(word, box) for word, _, box in line] for line in lines])
         mean = sum(confidences) / len(confidences) / 100 if confidences else None
         return RecognisedText(
-            text=text, confidence=None if mean is None else round(mean, 4), words=len(confidences)
+            text="\n".join(laid.lines),
+            confidence=None if mean is None else round(mean, 4),
+            words=len(confidences),
+            tables=laid.tables,
         )
 
-    def _words(self) -> Iterator[tuple[str, float, bool, bool]]:
-        """Each recognised word with its confidence (0-100) and whether it opens a line and
-        a paragraph."""
+    def _words(self) -> Iterator[tuple[str, float, bool, bool, Box]]:
+        """Each recognised word with its confidence (0-100), whether it opens a line and
+        a paragraph, and its box."""
         from tesserocr import RIL, iterate_level
 
         iterator = self._api.GetIterator()
@@ -196,6 +206,7 @@ class Recogniser:
                     float(word.Confidence(RIL.WORD)),
                     word.IsAtBeginningOf(RIL.TEXTLINE),
                     word.IsAtBeginningOf(RIL.PARA),
+                    word.BoundingBox(RIL.WORD) or (0, 0, 0, 0),
                 )
 
     def close(self) -> None:
@@ -203,26 +214,26 @@ class Recogniser:
 
 
 def _confident_lines(
-    words: Iterable[tuple[str, float, bool, bool]],
-) -> list[list[tuple[str, float]]]:
+    words: Iterable[tuple[str, float, bool, bool, Box]],
+) -> list[list[tuple[str, float, Box]]]:
     """Group words into lines, an empty line between paragraphs, and drop each line whose
     mean confidence is below `MIN_LINE_CONFIDENCE`: Tesseract reads illustrations as strings
     of junk ("Hesse ‘ PANE 04 ty" beside Huckleberry Finn's text, at 14-41), while a real
     line keeps an odd badly read word ("root" at 19 among words at 93-97)."""
-    lines: list[list[tuple[str, float]]] = []
-    current: list[tuple[str, float]] = []
+    lines: list[list[tuple[str, float, Box]]] = []
+    current: list[tuple[str, float, Box]] = []
 
     def finish() -> None:
-        if current and sum(c for _, c in current) / len(current) >= MIN_LINE_CONFIDENCE:
+        if current and sum(c for _, c, _ in current) / len(current) >= MIN_LINE_CONFIDENCE:
             lines.append(list(current))
         current.clear()
 
-    for text, confidence, opens_line, opens_paragraph in words:
+    for text, confidence, opens_line, opens_paragraph, box in words:
         if opens_line:
             finish()
             if opens_paragraph and lines and lines[-1]:
                 lines.append([])
-        current.append((text, confidence))
+        current.append((text, confidence, box))
     finish()
     return lines
 

@@ -17,7 +17,9 @@ feet and page numbers leave the text and footnotes move to the end of their page
 (`pdf_layout`, which holds pages a few back to compare them). Headings come from the outline
 (bookmarks) when it has at least `MIN_OUTLINE_ENTRIES` entries, else from typography
 (`pdf_headings`) besides the few entries it has: an outline of one entry (a title) says
-little of the sections.
+little of the sections. Tables come from a tagged PDF's structure tree (`pdf_tables`), else
+from ruled grids (`pdf_ruled`) and text aligned in columns (`pdf_aligned`); on OCR'd pages
+from the word boxes (`ocr_tables`).
 
 OCR: a page whose text layer holds no text but draws something (a scan, a photo, text turned
 into outlines) is rendered in grey at `ocr_dpi` and read by Tesseract (`ocr.py`); with
@@ -63,11 +65,13 @@ from docingest.pipeline.extract.ocr import (
     OcrRecord,
 )
 from docingest.pipeline.extract.page_lines import clean, clean_lines, is_compound, page_blocks
+from docingest.pipeline.extract.pdf_aligned import aligned_tables
 from docingest.pipeline.extract.pdf_columns import in_reading_order
 from docingest.pipeline.extract.pdf_headings import HeadingFinder
 from docingest.pipeline.extract.pdf_info import fill_metadata, outline_headings, page_labels
 from docingest.pipeline.extract.pdf_layout import FurnitureFilter, LaidOutPage, PdfPage
 from docingest.pipeline.extract.pdf_lines import PdfLine, align_text, read_lines
+from docingest.pipeline.extract.pdf_ruled import ruled_tables
 from docingest.pipeline.extract.pdf_rules import mark_ruled
 from docingest.pipeline.extract.pdf_tables import page_tables
 
@@ -222,7 +226,10 @@ def _page_lines(
         text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
         tables = page_tables(page, textpage, text) if tagged else ([], [])
         styled = read_lines(textpage, text, tables, tidy=_tidy, headings=headings)
-        if styled is not None:
+        if styled is not None and not tables[0]:  # untagged: from rules, aligned columns
+            styled = ruled_tables(page, textpage, text, styled, tidy=_tidy)
+            styled = aligned_tables(textpage, text, styled, page.get_height(), tidy=_tidy)
+        if styled is not None:  # after the tables: they travel as whole lines
             styled = in_reading_order(textpage, text, styled, page.get_width(), _tidy)
         textpage.close()
         mode = recogniser.options.mode
@@ -235,6 +242,10 @@ def _page_lines(
             recognised = recogniser.read(_render(page, index, recogniser.options), page=index + 1)
             text = text if recognised is None else recognised.text
             styled = None
+            if recognised is not None and recognised.tables:  # rows from OCR's word boxes
+                ocr_lines, whole = recognised.blocks_lines()
+                return [PdfLine(line if n in whole else clean(line), table=n in whole)
+                        for n, line in enumerate(ocr_lines)], 0.0  # fmt: skip
         if styled is None:
             plain = clean_lines(_mend_hyphens(text), page_label="", page_number=0)
             return [PdfLine(line) for line in plain], 0.0

@@ -79,8 +79,10 @@ def align_text(textpage: pdfium.PdfTextPage, text: str) -> str:
     it left out, so that text positions are character indices again.
 
     PDFium leaves out of the text the glyphs it maps to no character (code 2: LaTeX math
-    symbols without a Unicode mapping), which shifts every later position; the NULs are
-    control characters that cleaning drops, so the text read is unchanged. Called for a page
+    symbols without a Unicode mapping), which shifts every later position; a character
+    outside the BMP (Word's math italics, U+1D400…) holds two indices, its UTF-16 halves, and
+    gets a NUL for the second. The NULs are control characters that cleaning drops, so the
+    text read is unchanged (else a Word page with an equation lost its tables). Called for a page
     whose text is shorter than its character count only (one call per character).
     """
     count = pdfium_c.FPDFText_CountChars(textpage)
@@ -91,7 +93,9 @@ def align_text(textpage: pdfium.PdfTextPage, text: str) -> str:
     for index in range(count):
         code = get_unicode(raw, index)
         if position < len(text) and (
-            ord(text[position]) == code or (code == 2 and text[position] == "\ufffe")
+            ord(text[position]) == code
+            or (code == 2 and text[position] == "\ufffe")
+            or (code >> 10 == 0x36 and _high_half(text[position]) == code)
         ):
             pieces.append(text[position])
             position += 1
@@ -100,6 +104,12 @@ def align_text(textpage: pdfium.PdfTextPage, text: str) -> str:
     if position < len(text):  # not a matter of left-out glyphs: keep PDFium's text
         return text
     return "".join(pieces)
+
+
+def _high_half(char: str) -> int:
+    """The UTF-16 high surrogate of `char`, 0 for a character inside the BMP."""
+    point = ord(char)
+    return 0xD800 + ((point - 0x10000) >> 10) if point > 0xFFFF else 0
 
 
 def read_lines(
@@ -133,7 +143,8 @@ def read_lines(
                 placed.add(table)
                 if found[table].caption:  # a paragraph of its own, just before its table
                     read += [PdfLine(""), PdfLine(found[table].caption), PdfLine("")]
-                read.append(PdfLine(found[table].text(), table=True))
+                rows = map(tidy, found[table].text().split("\n"))  # PDFium's hyphens
+                read.append(PdfLine("\n".join(rows), table=True))
         elif len(read) < MAX_STYLED_LINES and raw.strip():
             read.append((raw, position, reader.style(raw, position)))
         else:

@@ -12,8 +12,8 @@ of its own just before it.
 
 Bounds: `MAX_ELEMENTS` structure elements per page are visited at most, and characters are
 mapped to objects only on a page whose tree has a table; a page past its bound keeps its
-text as lines. Untagged PDFs (LaTeX) keep their tables as lines: ruling lines and column
-alignment are not read (yet).
+text as lines. Untagged pages' tables come from their rules (`pdf_ruled`) and from text
+aligned in columns (`pdf_aligned`).
 """
 
 from __future__ import annotations

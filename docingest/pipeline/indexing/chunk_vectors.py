@@ -127,6 +127,7 @@ def chunk_records(
             document=fields,
             ocr=ocr_of_pages(ocr, chunk.page_start, chunk.page_end),
             gap=chunk.gap,
+            table_header=chunk.table_header,
         )
         for chunk, digest, terms in zip(chunks, hashes, sparse, strict=True)
     ]

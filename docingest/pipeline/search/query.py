@@ -176,6 +176,7 @@ def _result(candidate: Candidate, query_terms: list[str] | None) -> Result:
         ocr=chunk.ocr,
         start=chunk.start,
         end=chunk.end,
+        table_header=chunk.table_header or None,
         explain=None if query_terms is None else _explain(candidate, query_terms),
     )
 

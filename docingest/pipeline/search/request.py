@@ -134,6 +134,9 @@ class Result(BaseModel):
     """Where the chunk starts in the document's extracted text (characters)."""
     end: int | None = None
     """Where it ends: `text` is the extracted text's `[start, end)`."""
+    table_header: str | None = None
+    """The header row of the table this chunk continues (not part of `text`, which
+    stays an exact slice); None when the chunk continues no table."""
     excerpt: Excerpt | None = None
     """The one to three sentences of `text` that best answer the query (with `excerpt`)."""
     highlights: list[tuple[int, int]] = Field(default_factory=list)

@@ -202,6 +202,8 @@ class ChunkRecord:
     """This chunk's pages read by OCR and their mean confidence; None when none was."""
     gap: str = ""
     """The text between the previous chunk's end and this one's start (`Chunk.gap`)."""
+    table_header: str = ""
+    """The header row of the table this chunk continues (`Chunk.table_header`), "" if none."""
 
     def payload(self, *, state: str) -> dict[str, Any]:
         """Return the flat point payload (filters address `metadata.<key>`)."""
@@ -233,6 +235,8 @@ class ChunkRecord:
             "ocr": self.ocr,
             "document_ocr": document.ocr,
             "access": access_payload(document.access),
+            # Only where a chunk continues a table: most chunks carry no key for it.
+            **({"table_header": self.table_header} if self.table_header else {}),
         }
 
 
@@ -265,7 +269,7 @@ def stored_document(payload: dict[str, Any]) -> StoredDocument:
 
 RESULT_PAYLOAD_KEYS = (
     "document_id", "version", "chunk_index", "text", "filename", "format", "page_start",
-    "page_end", "headings", "metadata", "ocr", "title", "start", "end",
+    "page_end", "headings", "metadata", "ocr", "title", "start", "end", "table_header",
 )  # fmt: skip
 """Payload keys read for a search hit."""
 
@@ -290,6 +294,7 @@ class ScoredChunk:
     title: str | None = None
     start: int | None = None
     end: int | None = None
+    table_header: str = ""
 
     @classmethod
     def from_payload(cls, point_id: str, score: float, payload: dict[str, Any]) -> ScoredChunk:
@@ -310,6 +315,7 @@ class ScoredChunk:
             title=payload.get("title"),
             start=payload.get("start"),
             end=payload.get("end"),
+            table_header=payload.get("table_header") or "",
         )
 
 

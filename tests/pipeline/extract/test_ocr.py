@@ -204,3 +204,24 @@ def test_image_bigger_than_the_pixel_limit_is_too_large_before_decoding(limit: i
         _extract(data, Settings(max_image_pixels=limit))
     assert "6,000,000 pixels" in raised.value.message
     assert str(2 * limit) not in raised.value.message and "DOS" not in raised.value.message
+
+
+def test_a_scanned_table_comes_out_a_row_per_line() -> None:
+    # A table drawn at test time (columns, no rules), rendered to an image and read by OCR
+    # from a scanned PDF page and from the image itself: rows from the word boxes.
+    import pypdfium2 as pdfium
+
+    from docingest.pipeline.document import BlockKind
+    from tests.support.structured_pdfs import aligned_table_pdf
+
+    rows = [("Model", "NQ", "TriviaQA", "WQ"), ("BM25", "59.1", "66.9", "55.0"),
+            ("DPR", "78.4", "79.4", "73.2"), ("BM25 + DPR", "76.6", "79.8", "71.0")]  # fmt: skip
+    prose = ["Some prose before the table, set in the usual way of a paragraph of text.",
+             "It goes on for another line of ordinary words, as prose does."]  # fmt: skip
+    drawn = pdfium.PdfDocument(aligned_table_pdf(rows, before=prose))
+    image = drawn[0].render(scale=300 / 72, grayscale=True).to_pil()
+    for data in (pdf_with_pages([image]), encoded(image, "PNG")):
+        blocks = _extract(data, Settings()).blocks
+        tables = [block.text for block in blocks if block.kind is BlockKind.TABLE]
+        assert tables == ["\n".join(" | ".join(row) for row in rows)]
+        assert blocks[0].text == " ".join(prose)

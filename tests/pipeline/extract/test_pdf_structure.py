@@ -8,6 +8,7 @@ from pathlib import Path
 from docingest.pipeline.document import BlockKind
 from docingest.pipeline.extract.pdf import extract_pdf
 from tests.support.printed_pdfs import print_html
+from tests.support.structured_pdfs import aligned_table_pdf, ruled_table_pdf
 
 ROWS = [
     ("smallint", "2 bytes", "small-range integer", "-32768 to +32767"),
@@ -35,6 +36,57 @@ def test_printed_table_comes_out_a_row_per_line(tmp_path: Path) -> None:
     caption = texts.index("Table 8.2. Numeric Types")
     assert texts[caption + 1] == tables[0].text
     assert texts[caption + 2] == "After the table."
+
+
+def test_table_on_a_page_with_characters_outside_the_bmp(tmp_path: Path) -> None:
+    # Math italics (U+1D467, as Word's equations write) hold two of PDFium's character
+    # indices; the page's tables were lost when the text did not line up with them.
+    html = (
+        "<p>For the value 𝑧 and the level 𝛼 here.</p><table border=1><tr><th>Test</th>"
+        "<th>Value</th></tr><tr><td>Log-Rank</td><td>1.5209</td></tr></table>"
+    )
+    document = extract_pdf(print_html(html, tmp_path), max_pages=10)
+    table = next(block for block in document.blocks if block.kind is BlockKind.TABLE)
+    assert table.text.split("\n") == ["Test | Value", "Log-Rank | 1.5209"]
+    assert document.blocks[0].text == "For the value 𝑧 and the level 𝛼 here."
+
+
+PROSE = ["Some prose before the table, set in the usual way of a paragraph of text.",
+         "It goes on for another line of ordinary words, as prose does."]  # fmt: skip
+
+
+def test_untagged_table_from_text_aligned_in_columns() -> None:
+    rows = [("Model", "NQ", "TriviaQA", "WQ"), ("BM25", "59.1", "66.9", "55.0"),
+            ("DPR", "78.4", "79.4", "73.2"), ("BM25 + DPR", "76.6", "79.8", "71.0")]  # fmt: skip
+    document = extract_pdf(aligned_table_pdf(rows, before=PROSE), max_pages=3)
+    kinds = [(block.kind, block.text) for block in document.blocks]
+    assert kinds == [
+        (BlockKind.PARAGRAPH, " ".join(PROSE)),
+        (BlockKind.TABLE, "\n".join(" | ".join(row) for row in rows)),
+    ]
+
+
+RULED = [("package", "popcon", "description"),
+         ("whois", "V:28,\nI:307", "over-featured front\nend to crypt(3)"),
+         ("openssl", "V:841", "compute password\nhashes (OpenSSL)")]  # fmt: skip
+
+
+def test_untagged_ruled_table_keeps_wrapped_cells_in_their_row() -> None:
+    document = extract_pdf(ruled_table_pdf(RULED), max_pages=3)
+    assert [(block.kind, block.text) for block in document.blocks] == [
+        (BlockKind.TABLE, "\n".join(" | ".join(c.replace("\n", " ") for c in r) for r in RULED))
+    ]
+
+
+def test_columns_of_prose_are_not_a_table() -> None:
+    # Three columns of running text that PDFium reads across (as on the IRS instructions'
+    # pages): wide gaps that line up, but every cell a line of prose.
+    rows = [("the rules outlined on", "you were treated as a", "dispositions of real"),
+            ("this page apply to you", "resident of another of", "property in the United"),
+            ("if you expatriated in", "the countries under a", "States that you held"),
+            ("the year your residency", "tax treaty and did not", "for the whole of")]  # fmt: skip
+    document = extract_pdf(aligned_table_pdf(rows, before=PROSE), max_pages=3)
+    assert not any(block.kind is BlockKind.TABLE for block in document.blocks)
 
 
 def test_nested_table_is_read_as_its_cell(tmp_path: Path) -> None:

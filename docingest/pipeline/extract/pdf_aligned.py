@@ -1,0 +1,219 @@
+"""Tables of untagged PDFs (LaTeX, most exports without "Tagged PDF"), found from text set in
+columns: consecutive lines whose wide gaps between words stand at the same places.
+
+PDFium's text already holds a table row on one line ("None BM25 59.1 66.9 …"), one space
+between cells; what is lost is that the line is a row and where its cells part. Each line is
+first measured by what it already carries (`PdfLine` extent, size, length): a row with wide
+gaps spans more width per character than prose does (DPR's table rows 0.64-1.2 of the type
+size per character, its prose 0.41 median, 0.55 at the 95th percentile; BENCHMARKS.md "PDF
+structure"). Only runs of `MIN_ROWS` such sparse lines are looked at closer: the boxes of the
+letters either side of each space give the gaps, a gap wider than `GAP` type sizes parts two
+cells, and the run is a table when most of its lines have a gap that lines up with a gap of
+most others. A page without such a run costs nothing beyond a division per line.
+
+Written here rather than taken from pdfplumber (MIT) or Camelot: both read every character
+as a Python object (pdfplumber cost 3-18× this extractor's CPU on the same pages), where this
+reads only the characters next to the spaces of the sparse lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from docingest.pipeline.extract.pdf_layout import BAND
+from docingest.pipeline.extract.pdf_lines import PdfLine
+
+SPARSE = 0.6
+"""Width per character, in type sizes, above which a line may be a table row."""
+
+GAP = 0.8
+"""A gap between two words wider than this many type sizes parts two cells (a space of prose
+is about 0.3, LaTeX's column gap 1.2, Word's cell margins about 1)."""
+
+MIN_ROWS = 3
+"""Lines a run of aligned rows needs to be a table."""
+
+MAX_ROWS = 2000
+"""Lines of one run measured at most (a page of tiny text objects stays lines)."""
+
+ALIGNED = 0.6
+"""Share of the nearby rows a row's gap must line up with."""
+
+NEAR = 8
+"""Rows either side a row is compared with: linear work on a long table."""
+
+_CELL_CHARS = 60
+"""Mean cell length above which two "columns" are prose in two columns, not a table."""
+
+_PROSE_WORDS = 5
+"""Words from which a cell may be a line of prose: rows with two such cells in a third of
+the run are columns of text that PDFium read across (the IRS instructions), not a table."""
+
+_LEADER = re.compile(r"^[.·…\s]*$")
+"""A cell of leader dots (a table of contents' "Title . . . . 23") is left out."""
+
+_MONOSPACED = re.compile(r"mono|courier|typewriter|cmtt|sftt|lmtt|inconsolata|consol", re.I)
+"""Code set in a fixed-width font keeps its own alignment (`x <- 1   # comment`)."""
+
+
+def aligned_tables(
+    textpage: pdfium.PdfTextPage,
+    text: str,
+    lines: list[PdfLine],
+    height: float,
+    tidy: Callable[[str], str] = str.strip,
+) -> list[PdfLine]:
+    """Return `lines` (of a page `height` high) with each run of column-aligned rows
+    replaced by one table line (`PdfLine.table`, a row per line of its text, cells joined
+    by " | "). Lines in the top and bottom bands stay out: running heads are set apart
+    from their page numbers as cells are (`pdf_layout` drops them later)."""
+    sparse = [_sparse(line) for line in lines]  # first the cheap test: most pages end here
+    if sum(sparse) < MIN_ROWS:
+        return lines
+    low, high = height * BAND, height * (1 - BAND)
+    candidates = [_candidate(lines, n, low, high) for n in range(len(lines))]
+    sparse = [ok and wide for ok, wide in zip(candidates, sparse, strict=True)]
+    reader = _GapReader(textpage, text)
+    result: list[PdfLine] = []
+    done = 0  # lines before this one are in `result`
+    position = 0
+    while position < len(lines):
+        end = position
+        while end < len(lines) and sparse[end] and end - position < MAX_ROWS:
+            end += 1
+        found = _run(reader, lines[position:end]) if end - position >= MIN_ROWS else None
+        if found is None:
+            position = max(end, position + 1)
+            continue
+        first, last, rows = found
+        first, last = first + position, last + position
+        # Rows that are not sparse (a long first cell) join when their gaps line up.
+        while first > done and candidates[first - 1]:
+            if (row := _joins(reader, lines[first - 1], rows[:NEAR])) is None:
+                break
+            rows.insert(0, row)
+            first -= 1
+        while last + 1 < len(lines) and candidates[last + 1]:
+            if (row := _joins(reader, lines[last + 1], rows[-NEAR:])) is None:
+                break
+            rows.append(row)
+            last += 1
+        cells = [[tidy(text[a:b]) for a, b in row[1]] for row in rows]
+        cells = [[cell for cell in row if not _LEADER.match(cell)] for row in cells]
+        table = PdfLine("\n".join(" | ".join(row) for row in cells), table=True)
+        result.extend([*lines[done:first], table])
+        done = position = last + 1
+    return [*result, *lines[done:]]
+
+
+def _candidate(lines: list[PdfLine], number: int, low: float, high: float) -> bool:
+    """Whether line `number` may be a table row at all: styled, spaced, not code, and in
+    the page's body or close to the line next to it (a header row at the top of a page, not
+    a running head set apart from the body)."""
+    line = lines[number]
+    if not (
+        line.styled
+        and not line.table
+        and line.start >= 0
+        and " " in line.text
+        and not _MONOSPACED.search(line.family)
+    ):
+        return False
+    if line.bottom >= high and number + 1 < len(lines):
+        return line.bottom - lines[number + 1].top < line.size
+    if line.top <= low and number > 0:
+        return lines[number - 1].bottom - line.top < line.size
+    return low < line.top and line.bottom < high
+
+
+def _sparse(line: PdfLine) -> bool:
+    """Whether the line spans more width per character than prose (`SPARSE`)."""
+    return line.right - line.left > SPARSE * line.size * len(line.text) > 0
+
+
+class _GapReader:
+    def __init__(self, textpage: pdfium.PdfTextPage, text: str) -> None:
+        self.textpage = textpage.raw  # the handle itself: no conversion per call
+        self.text = text
+        self.box = pdfium_c.FS_RECTF()
+
+    def _edges(self, index: int) -> tuple[float, float]:
+        pdfium_c.FPDFText_GetLooseCharBox(self.textpage, index, self.box)
+        return self.box.left, self.box.right
+
+    def row(self, line: PdfLine) -> _Row:
+        """The line's wide gaps (x intervals) and its cells (character ranges)."""
+        text, start = self.text, line.start
+        end = text.find("\r\n", start)
+        end = len(text) if end < 0 else end
+        gaps: list[tuple[float, float]] = []
+        cells: list[tuple[int, int]] = []
+        cell_start = start
+        index = start
+        while index < end:
+            if text[index] != " ":
+                index += 1
+                continue
+            after = index
+            while after < end and text[after] == " ":
+                after += 1
+            # A run of spaces is a monospaced layout (code), not a cell gap.
+            if after == index + 1 and index > start and after < end:
+                right = self._edges(index - 1)[1]
+                left = self._edges(after)[0]
+                if left - right > GAP * line.size:
+                    gaps.append((right, left))
+                    cells.append((cell_start, index))
+                    cell_start = after
+            index = after
+        cells.append((cell_start, end))
+        return gaps, cells
+
+
+_Row = tuple[list[tuple[float, float]], list[tuple[int, int]]]
+"""A line's wide gaps (x intervals) and cells (character ranges)."""
+
+
+def _run(reader: _GapReader, run: list[PdfLine]) -> tuple[int, int, list[_Row]] | None:
+    """The first and last line of the run's aligned stretch and its rows, if it is a table."""
+    rows = [reader.row(line) for line in run]
+    gaps = [row[0] for row in rows]
+    aligned = [gaps_line_up(gaps[n], gaps[max(n - NEAR, 0) : n] + gaps[n + 1 : n + 1 + NEAR])
+               for n in range(len(rows))]  # fmt: skip
+    first = next((n for n, ok in enumerate(aligned) if ok), None)
+    if first is None:
+        return None
+    last = max(n for n, ok in enumerate(aligned) if ok)
+    body = rows[first : last + 1]
+    if last + 1 - first < MIN_ROWS or sum(aligned[first : last + 1]) < ALIGNED * len(body):
+        return None
+    lengths = [b - a for _, cells in body for a, b in cells]
+    if sum(lengths) > _CELL_CHARS * len(lengths):
+        return None
+    text = reader.text
+    prose = sum(
+        sum(text.count(" ", a, b) + 1 >= _PROSE_WORDS for a, b in cells) >= 2 for _, cells in body
+    )
+    if 3 * prose >= len(body):
+        return None
+    return first, last, body
+
+
+def _joins(reader: _GapReader, line: PdfLine, rows: list[_Row]) -> _Row | None:
+    """The line as a row of the table of `rows`, if its gaps line up with theirs."""
+    row = reader.row(line)
+    return row if gaps_line_up(row[0], [other[0] for other in rows]) else None
+
+
+def gaps_line_up(gaps: list[tuple[float, float]], others: list[list[tuple[float, float]]]) -> bool:
+    """Whether one of a row's `gaps` (x intervals) overlaps a gap in `ALIGNED` of the
+    `others` rows' (also used for OCR's word boxes, `ocr_tables`)."""
+    for left, right in gaps:
+        support = sum(any(a < right and left < b for a, b in other) for other in others)
+        if support >= ALIGNED * len(others):
+            return True
+    return False

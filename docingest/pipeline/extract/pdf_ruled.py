@@ -1,0 +1,221 @@
+"""Ruled tables of untagged PDFs: a grid of horizontal and vertical rules drawn on the page,
+its cells the grid's, each character placed in the cell that holds its centre.
+
+Rules are the page's path objects thinner than `RULE` points (Chromium and LibreOffice draw
+each cell's border as a thin rectangle or a stroked segment); collinear pieces are merged,
+and rules that cross one another form a grid. A grid of at least two rows and two columns
+that holds text in two cells of a row becomes a table line (`PdfLine.table`): rows on lines,
+cells joined by " | ", a cell's lines joined by a space, so a cell that wraps stays in its
+row (which text aligned in columns, `pdf_aligned`, cannot tell). Where every line between
+two rules fills the first cell and another (LaTeX rules only the header and the foot), each
+line is a row. Rules that form no grid (an
+underline, a frame around a paragraph) change nothing.
+
+Cost: a page whose objects are nearly all text (`FPDFPage_CountObjects` against PDFium's
+text rectangles: LaTeX and most prose) is passed over after two calls. Pages past
+`MAX_OBJECTS` objects, or whose rules would take more than `MAX_CROSSINGS` comparisons
+(thousands of tiny rules that do not merge), keep their lines. Written here rather than
+taken from pdfplumber or Camelot for the reason `pdf_aligned` gives.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from bisect import bisect_right
+from collections.abc import Callable
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from docingest.pipeline.extract.pdf_lines import PdfLine
+
+RULE = 2.0
+"""Thickness (points) below which a path object is a rule."""
+
+SNAP = 2.0
+"""Distance (points) within which two rules' ends or positions are the same."""
+
+MAX_OBJECTS = 20_000
+"""Page objects looked at per page at most."""
+
+MAX_CROSSINGS = 250_000
+"""Horizontal × vertical rules (after merging) compared per page at most."""
+
+_MIN_PATHS = 4
+"""Objects besides text a page needs before its rules are read (a grid needs more)."""
+
+_ROW_SPAN = 0.5
+"""Share of the table's widest rule a rule must span to part rows."""
+
+_Rule = tuple[float, float, float]
+"""A horizontal rule (y, x0, x1) or a vertical one (x, y0, y1)."""
+
+
+def ruled_tables(
+    page: pdfium.PdfPage,
+    textpage: pdfium.PdfTextPage,
+    text: str,
+    lines: list[PdfLine],
+    tidy: Callable[[str], str] = str.strip,
+) -> list[PdfLine]:
+    """Return `lines` with the lines inside each ruled grid replaced by one table line."""
+    count = pdfium_c.FPDFPage_CountObjects(page.raw)
+    if count > MAX_OBJECTS:
+        return lines
+    if count - pdfium_c.FPDFText_CountRects(textpage.raw, 0, -1) < _MIN_PATHS:
+        return lines
+    across, down = _rules(page, count)
+    if len(across) < 3 or not down or len(across) * len(down) > MAX_CROSSINGS:
+        return lines
+    for grid in _grids(across, down):
+        lines = _fill(grid, textpage, text, lines, tidy)
+    return lines
+
+
+def _rules(page: pdfium.PdfPage, count: int) -> tuple[list[_Rule], list[_Rule]]:
+    """The page's horizontal and vertical rules, collinear pieces merged."""
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    across: list[_Rule] = []
+    down: list[_Rule] = []
+    raw = page.raw
+    for index in range(count):
+        obj = pdfium_c.FPDFPage_GetObject(raw, index)
+        if pdfium_c.FPDFPageObj_GetType(obj) != pdfium_c.FPDF_PAGEOBJ_PATH:
+            continue
+        if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+            continue
+        width, height = right.value - left.value, top.value - bottom.value
+        if height <= RULE and width > SNAP:
+            across.append(((top.value + bottom.value) / 2, left.value, right.value))
+        elif width <= RULE and height > SNAP:
+            down.append(((left.value + right.value) / 2, bottom.value, top.value))
+    return _merge(across), _merge(down)
+
+
+def _merge(rules: list[_Rule]) -> list[_Rule]:
+    """Join rules on one line whose pieces touch (a border drawn cell by cell)."""
+    merged: list[list[float]] = []
+    for position, start, end in sorted(rules):
+        last = merged[-1] if merged else None
+        if last and position - last[0] <= SNAP and start <= last[2] + SNAP:
+            last[2] = max(last[2], end)
+        else:
+            merged.append([position, start, end])
+    return [(a, b, c) for a, b, c in merged]
+
+
+class _Grid:
+    def __init__(self, rows: list[float], columns: list[float]) -> None:
+        self.rows = rows  # y of the horizontal rules, top down
+        self.columns = columns  # x of the vertical boundaries, left to right
+
+    def holds(self, x: float, y: float) -> bool:
+        return (
+            self.columns[0] - SNAP < x < self.columns[-1] + SNAP
+            and self.rows[-1] - SNAP < y < self.rows[0] + SNAP
+        )
+
+    def cell(self, x: float, y: float) -> tuple[int, int]:
+        row = sum(1 for edge in self.rows[1:-1] if y < edge)
+        column = bisect_right(self.columns, x, 1, len(self.columns) - 1) - 1
+        return row, column
+
+
+def _grids(across: list[_Rule], down: list[_Rule]) -> list[_Grid]:
+    """The grids the rules form: groups of crossing rules (union-find) of at least three
+    horizontal rules (two rows) and two column bands."""
+    parent = list(range(len(across) + len(down)))
+
+    def find(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for h, (y, x0, x1) in enumerate(across):
+        for v, (x, y0, y1) in enumerate(down):
+            if x0 - SNAP <= x <= x1 + SNAP and y0 - SNAP <= y <= y1 + SNAP:
+                parent[find(h)] = find(len(across) + v)
+    groups: dict[int, tuple[list[_Rule], list[_Rule]]] = {}
+    for h, rule in enumerate(across):
+        groups.setdefault(find(h), ([], []))[0].append(rule)
+    for v, rule in enumerate(down):
+        groups.setdefault(find(len(across) + v), ([], []))[1].append(rule)
+    grids = []
+    for rules, columns in groups.values():
+        # A row's border spans most of the table; a link's underline in a cell does not.
+        widest = max((rule[2] - rule[1] for rule in rules), default=0.0)
+        rows = [rule for rule in rules if rule[2] - rule[1] >= _ROW_SPAN * widest]
+        if len(rows) < 3 or not columns:
+            continue
+        x0, x1 = min(rule[1] for rule in rows), max(rule[2] for rule in rows)
+        edges = sorted({x0, x1, *(rule[0] for rule in columns)})
+        xs = [edge for n, edge in enumerate(edges) if n == 0 or edge - edges[n - 1] > SNAP]
+        ys = sorted({rule[0] for rule in rows}, reverse=True)
+        if len(xs) >= 3:
+            grids.append(_Grid(ys, xs))
+    return grids
+
+
+def _fill(
+    grid: _Grid,
+    textpage: pdfium.PdfTextPage,
+    text: str,
+    lines: list[PdfLine],
+    tidy: Callable[[str], str],
+) -> list[PdfLine]:
+    """Place the characters of the lines inside `grid` in its cells; the table replaces
+    those lines at the first of them (no change when the grid holds no table)."""
+    inside = [
+        n for n, line in enumerate(lines)
+        if line.styled and not line.table and line.start >= 0
+        and grid.holds((line.left + line.right) / 2, (line.top + line.bottom) / 2)
+    ]  # fmt: skip
+    if not inside:
+        return lines
+    cells: dict[tuple[int, int, int], list[str]] = {}  # (row, column, line) → characters
+    box, raw = pdfium_c.FS_RECTF(), textpage.raw
+    for n in inside:
+        start = lines[n].start
+        end = text.find("\r\n", start)
+        end = len(text) if end < 0 else end
+        where: tuple[int, int] | None = None
+        for index in range(start, end):
+            char = text[index]
+            # A word's first character places it: PDFium parts words that stand apart,
+            # so no word crosses a rule (a fifth of the calls a character each would take).
+            if not char.isspace() and (index == start or text[index - 1].isspace()):
+                pdfium_c.FPDFText_GetLooseCharBox(raw, index, box)
+                where = grid.cell((box.left + box.right) / 2, (box.top + box.bottom) / 2)
+            if where is not None:
+                cells.setdefault((*where, n), []).append(char)
+    width = len(grid.columns) - 1
+    rows: list[list[str]] = []
+    for row in range(len(grid.rows) - 1):
+        band = sorted({n for r, _, n in cells if r == row})
+        if not band:
+            continue
+        texts = {
+            n: [tidy("".join(cells.get((row, column, n), []))) for column in range(width)]
+            for n in band
+        }
+        first = min(c for line in texts.values() for c, cell in enumerate(line) if cell)
+        if len(band) > 1 and all(
+            line[first] and sum(map(bool, line)) >= 2 for line in texts.values()
+        ):
+            rows += texts.values()  # rows set between two rules (LaTeX's), a line each
+        else:
+            stacked = zip(*texts.values(), strict=True)
+            rows.append([" ".join(filter(None, column)) for column in stacked])
+    used = [column for column in range(len(grid.columns) - 1) if any(row[column] for row in rows)]
+    rows = [[row[column] for column in used] for row in rows if any(row)]
+    if len(used) < 2 or sum(sum(map(bool, row)) >= 2 for row in rows) < 2:
+        return lines
+    table = PdfLine("\n".join(" | ".join(row) for row in rows), table=True)
+    taken = set(inside)
+    first = inside[0]
+    return [
+        *lines[:first],
+        table,
+        *(line for n, line in enumerate(lines) if n > first and n not in taken),
+    ]
