@@ -20,7 +20,6 @@ taken from pdfplumber or Camelot for the reason `pdf_aligned` gives.
 
 from __future__ import annotations
 
-import ctypes
 from bisect import bisect_right
 from collections.abc import Callable
 
@@ -28,15 +27,13 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from docingest.pipeline.extract.pdf_lines import PdfLine
+from docingest.pipeline.extract.pdf_paths import MAX_OBJECTS, object_count, path_bounds
 
 RULE = 2.0
 """Thickness (points) below which a path object is a rule."""
 
 SNAP = 2.0
 """Distance (points) within which two rules' ends or positions are the same."""
-
-MAX_OBJECTS = 20_000
-"""Page objects looked at per page at most."""
 
 MAX_CROSSINGS = 250_000
 """Horizontal × vertical rules (after merging) compared per page at most."""
@@ -59,7 +56,7 @@ def ruled_tables(
     tidy: Callable[[str], str] = str.strip,
 ) -> list[PdfLine]:
     """Return `lines` with the lines inside each ruled grid replaced by one table line."""
-    count = pdfium_c.FPDFPage_CountObjects(page.raw)
+    count = object_count(page)
     if count > MAX_OBJECTS:
         return lines
     if count - pdfium_c.FPDFText_CountRects(textpage.raw, 0, -1) < _MIN_PATHS:
@@ -74,21 +71,14 @@ def ruled_tables(
 
 def _rules(page: pdfium.PdfPage, count: int) -> tuple[list[_Rule], list[_Rule]]:
     """The page's horizontal and vertical rules, collinear pieces merged."""
-    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
     across: list[_Rule] = []
     down: list[_Rule] = []
-    raw = page.raw
-    for index in range(count):
-        obj = pdfium_c.FPDFPage_GetObject(raw, index)
-        if pdfium_c.FPDFPageObj_GetType(obj) != pdfium_c.FPDF_PAGEOBJ_PATH:
-            continue
-        if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
-            continue
-        width, height = right.value - left.value, top.value - bottom.value
+    for left, bottom, right, top in path_bounds(page, count):
+        width, height = right - left, top - bottom
         if height <= RULE and width > SNAP:
-            across.append(((top.value + bottom.value) / 2, left.value, right.value))
+            across.append(((top + bottom) / 2, left, right))
         elif width <= RULE and height > SNAP:
-            down.append(((left.value + right.value) / 2, bottom.value, top.value))
+            down.append(((left + right) / 2, bottom, top))
     return _merge(across), _merge(down)
 
 

@@ -13,14 +13,13 @@ shaded boxes.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 from collections import Counter
 
 import pypdfium2 as pdfium
-import pypdfium2.raw as pdfium_c
 
 from docingest.pipeline.extract.pdf_lines import PdfLine
+from docingest.pipeline.extract.pdf_paths import path_bounds
 
 RULE_HEIGHT = 3.0
 """A path this high or less (points) is a horizontal rule."""
@@ -29,8 +28,6 @@ REACH = 2.5
 """A rule belongs to a line when it lies within this many type sizes of it."""
 
 MAX_CHARS = 120
-MAX_OBJECTS = 20_000
-"""A page with more objects is not walked (100,000 tiny objects: bounded work)."""
 
 
 def mark_ruled(page: pdfium.PdfPage, lines: list[PdfLine]) -> list[PdfLine]:
@@ -51,7 +48,7 @@ def mark_ruled(page: pdfium.PdfPage, lines: list[PdfLine]) -> list[PdfLine]:
     ]
     if not candidates:
         return lines
-    rules = _rules(page)
+    rules = path_bounds(page)
     if not rules:
         return lines
     marked = list(lines)
@@ -108,31 +105,3 @@ def _clear(line: PdfLine, texts: list[PdfLine], edge: float, direction: int) -> 
         if direction < 0 and other.top > edge - room and other.bottom < edge:
             return False
     return True
-
-
-def _rules(page: pdfium.PdfPage) -> list[tuple[float, float, float, float]]:
-    """The bounds (left, bottom, right, top) of the page's path objects (top level only:
-    rules inside form objects are not read)."""
-    raw = page.raw
-    count = pdfium_c.FPDFPage_CountObjects(raw)
-    if count > MAX_OBJECTS:
-        return []
-    get, kind, bounds = (
-        pdfium_c.FPDFPage_GetObject,
-        pdfium_c.FPDFPageObj_GetType,
-        pdfium_c.FPDFPageObj_GetBounds,
-    )
-    left, bottom, right, top = (
-        ctypes.c_float(),
-        ctypes.c_float(),
-        ctypes.c_float(),
-        ctypes.c_float(),
-    )
-    found = []
-    for index in range(count):
-        obj = get(raw, index)
-        if kind(obj) != pdfium_c.FPDF_PAGEOBJ_PATH:
-            continue
-        if bounds(obj, left, bottom, right, top):
-            found.append((left.value, bottom.value, right.value, top.value))
-    return found
