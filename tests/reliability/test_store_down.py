@@ -87,6 +87,7 @@ def test_a_job_waits_for_postgres_without_spending_attempts_and_completes_once_b
     assert "is unreachable" in first.cause.message
     assert first.store_wait is not None and first.store_wait.checks == 1
     assert 0 < first.countdown <= STORE_CHECK_MAX_SECONDS
+    assert str(first).startswith("waiting for the store (0s so far), next check in ")
     time.sleep(1.1)  # past `STORE_REOPEN_SECONDS`: the second check asks the server again
     second = waits(services, job_id, first.store_wait)
     assert second.store_wait == StoreWait(since=first.store_wait.since, checks=2)

@@ -50,7 +50,15 @@ class RetryJob(Exception):  # not named ...Error: an instruction to the task, no
     def __init__(
         self, countdown: float, cause: TransientError, *, store_wait: StoreWait | None = None
     ) -> None:
-        super().__init__(f"retry in {countdown:.1f}s: {cause.code}: {cause.message}")
+        why = f"{cause.code}: {cause.message}"
+        if store_wait is None:
+            super().__init__(f"retry in {countdown:.1f}s: {why}")
+        else:
+            waited = time.time() - store_wait.since
+            super().__init__(
+                f"waiting for the store ({waited:.0f}s so far), next check in {countdown:.1f}s: "
+                f"{why}"
+            )
         self.countdown = countdown
         self.cause = cause
         self.store_wait = store_wait
