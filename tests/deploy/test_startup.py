@@ -117,7 +117,7 @@ def test_unreachable_redis_stops_start_up_with_a_clear_message(
 
 
 @pytest.mark.parametrize("store", ["qdrant", "postgres"])
-@pytest.mark.parametrize("command", ["api", "worker"])
+@pytest.mark.parametrize("command", ["api", "worker", "serve"])
 def test_an_unreachable_store_server_is_logged_and_start_up_goes_on(
     command: str, store: str, tmp_path: Path, refused_port: int
 ) -> None:
@@ -133,10 +133,9 @@ def test_an_unreachable_store_server_is_logged_and_start_up_goes_on(
         named = f"PostgreSQL ({url.replace(':secret@', ':***@')}) does not answer yet"
     port = free_port()
     env |= {"DOCINGEST_PORT": str(port), "DOCINGEST_LOG_FORMAT": "json"}
-    process = launch([command, *(["--pool", "threads"] if command == "worker" else [])], env,
-                     tmp_path / f"{command}.log")  # fmt: skip
+    process = launch([command], env, tmp_path / f"{command}.log")  # a worker: prefork, as compose
     try:
-        if command == "api":
+        if command != "worker":
             wait_until_up(process, f"http://127.0.0.1:{port}")
             ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=60)
             assert ready.status_code == 503, ready.text
