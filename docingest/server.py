@@ -1,8 +1,10 @@
 """The long-running commands: `serve` (embedded default), `api` and `worker` (scaled out).
 
 Each checks its dependencies before it starts and exits with one clear line when a bundled
-data file does not match its pinned sha256, or Redis or Qdrant cannot be reached, rather than
-starting and failing every request.
+data file does not match its pinned sha256, Redis cannot be reached or the store cannot be
+used, rather than starting and failing every request. A store server (PostgreSQL, Qdrant) that
+does not answer yet is the exception: in compose, Kubernetes or systemd the database often
+comes up after us, so it is logged, `/readyz` says why and jobs wait for it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from docingest.api.app import create_app
 from docingest.api.errors import JsonErrorProtocol
 from docingest.common.urls import redact_url
 from docingest.pipeline.embedders.artifacts import verify_bundled_files
-from docingest.pipeline.errors import IngestError
+from docingest.pipeline.errors import DependencyUnavailable, IngestError
 from docingest.pipeline.isolation.parent import start_fork_servers
 from docingest.pipeline.keys import HOUSEKEEPING_QUEUE, INGEST_QUEUE
 from docingest.pipeline.log import configure_logging
@@ -106,7 +108,10 @@ def check_dependencies(services: Services, *, store: bool) -> None:
             what = f"Qdrant ({where})"
             if settings.database_url is not None:
                 what = f"PostgreSQL ({redact_url(settings.database_url.get_secret_value())})"
-            raise StartupError(f"{what} is not usable: {exc.message}") from exc
+            if not (settings.shared_store and isinstance(exc, DependencyUnavailable)):
+                raise StartupError(f"{what} is not usable: {exc.message}") from exc
+            log.warning("%s does not answer yet, starting anyway (/readyz answers 503 and jobs "
+                        "wait for it): %s", what, exc.message)  # fmt: skip
     check_embedding_endpoints(services)
 
 

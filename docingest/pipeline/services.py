@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from redis import Redis
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 
 REDIS_SOCKET_TIMEOUT = 10.0
 """Seconds one Redis command may take before it counts as Redis being unavailable."""
+STORE_REOPEN_SECONDS = 1.0
+"""A store server that failed to open is not tried again sooner: the callers queued behind a
+slow refusal get it at once instead of waiting their turn for one each."""
 DELETE_LOCK_WAIT_SECONDS = 30.0
 """How long a delete waits for a job that is storing the same document."""
 
@@ -95,6 +99,11 @@ class Services:
         self._query_gates: dict[str, threading.BoundedSemaphore] = {}
         """One per provider: the bulkhead of `docingest.pipeline.embedders.bounded`."""
         self._lock = threading.RLock()
+        self._store_lock = threading.Lock()
+        """Held while the store opens: a store server that is slow to refuse (up to
+        `database_pool_timeout_seconds`) holds up only the callers that need the store."""
+        self._store_refused: tuple[float, str] | None = None
+        """When the store last failed to open (`time.monotonic()`), and why."""
 
     @property
     def store(self) -> VectorStore:
@@ -105,9 +114,16 @@ class Services:
                 "`docingest serve` for one process, or set DOCINGEST_QDRANT_URL (a Qdrant "
                 "server) or DOCINGEST_DATABASE_URL (PostgreSQL) so the API can read it too."
             )
-        with self._lock:
-            if self._store is None:
-                self._store = VectorStore.open(self.settings)
+        with self._store_lock:
+            if self._store is None:  # a store server that does not answer: tried again later
+                refused = self._store_refused
+                if refused is not None and time.monotonic() - refused[0] < STORE_REOPEN_SECONDS:
+                    raise DependencyUnavailable(refused[1])
+                try:
+                    self._store = VectorStore.open(self.settings)
+                except DependencyUnavailable as exc:
+                    self._store_refused = (time.monotonic(), exc.message)
+                    raise
             return self._store
 
     def staged_path(self, name: str) -> Path:
@@ -320,10 +336,11 @@ class Services:
     def close(self) -> None:
         """Release the store (and its local-mode lock), the providers' connections and the
         Redis connections."""
-        with self._lock:
+        with self._store_lock:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+        with self._lock:
             for reranker in self._rerankers.values():
                 reranker.close()
             self._rerankers.clear()

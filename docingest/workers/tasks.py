@@ -10,6 +10,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from docingest.pipeline.ingest.runner import RetryJob, run_job
+from docingest.pipeline.ingest.store_wait import StoreWait
 from docingest.pipeline.ingest.sweep import sweep
 from docingest.pipeline.keys import HOUSEKEEPING_TASK, INGEST_QUEUE, INGEST_TASK
 from docingest.workers import context
@@ -26,12 +27,19 @@ def register_tasks(app: Celery) -> None:
     """
 
     @app.task(name=INGEST_TASK, bind=True, max_retries=None, shared=False)
-    def ingest(self: Task, job_id: str) -> str:
+    def ingest(self: Task, job_id: str, store_wait: dict[str, float] | None = None) -> str:
         try:
-            return run_job(context.current(), job_id, timeout_errors=(SoftTimeLimitExceeded,))
+            return run_job(
+                context.current(),
+                job_id,
+                timeout_errors=(SoftTimeLimitExceeded,),
+                store_wait=StoreWait.from_message(store_wait),
+            )
         except RetryJob as retry:
             log.warning("job %s: %s", job_id, retry)
-            raise self.retry(countdown=retry.countdown, exc=retry) from retry
+            # always given: by default Celery would send this message's kwargs again
+            wait = {"store_wait": retry.store_wait.to_message()} if retry.store_wait else {}
+            raise self.retry(countdown=retry.countdown, exc=retry, kwargs=wait) from retry
 
     @app.task(name=HOUSEKEEPING_TASK, shared=False)
     def housekeeping() -> dict[str, Any]:

@@ -8,11 +8,9 @@ Each fault runs on a server of its own (stopping the shared one would fail other
 from __future__ import annotations
 
 import socket
-import tempfile
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -32,27 +30,19 @@ from docingest.workers.app import create_celery_app
 from tests.pipeline.store.test_store import CONFIG, records, stored
 from tests.support.api_app import api_client
 from tests.support.embedding_server import FakeEmbeddingServer
-from tests.support.engines import postgres_url, schema_for
+from tests.support.engines import postgres_url, schema_for, stop_postgres, stoppable_postgres
 from tests.support.redis_db import TestRedis
 from tests.support.settings import service_settings
 from tests.support.waiting import wait_until
 
-with warnings.catch_warnings():  # no XDG_RUNTIME_DIR here: its /tmp fallback is fine
-    warnings.simplefilter("ignore")
-    import pgserver
-    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+if TYPE_CHECKING:
+    from pgserver import PostgresServer
 
 
 @pytest.fixture
-def own_server() -> Iterator[pgserver.PostgresServer]:
-    directory = Path(tempfile.mkdtemp(prefix="docingest-test-pg-"))  # pytest's tmp_path is 0700
-    server = pgserver.get_server(directory / "data", cleanup_mode="delete")
-    yield server
-    server.ensure_postgres_running()  # stopped by a test: its clean-up stops it again
-
-
-def stop(server: pgserver.PostgresServer) -> None:
-    pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=server.pgdata, user=server.system_user)
+def own_server() -> Iterator[PostgresServer]:
+    with stoppable_postgres() as server:
+        yield server
 
 
 def settings_for(url: str, tmp_path: Path, **more: Any) -> Settings:
@@ -98,13 +88,13 @@ def test_an_unreachable_server_is_dependency_unavailable_and_readyz_says_why(
 
 
 def test_a_server_down_mid_run_fails_calls_and_the_process_carries_on_after(
-    own_server: pgserver.PostgresServer, tmp_path: Path
+    own_server: PostgresServer, tmp_path: Path
 ) -> None:
     settings = settings_for(own_server.get_uri(), tmp_path, database_pool_timeout_seconds=3)
     with VectorStore.open(settings) as store:
         store.create_index("docs", CONFIG)
         stored(store, "docs", "d1", 1, ["one", "two"])
-        stop(own_server)
+        stop_postgres(own_server)
         with pytest.raises(DependencyUnavailable, match="is unreachable"):
             store.count_points("docs")
         with pytest.raises(DependencyUnavailable):

@@ -13,6 +13,8 @@ import tempfile
 import threading
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,3 +65,29 @@ def engine_fields(engine: str, tag: str | Path | None = None) -> dict[str, Any]:
             "database_schema": schema_for(tag),
         }
     return {"qdrant_url": ":memory:" if engine == "qdrant-client" else None}
+
+
+@contextmanager
+def stoppable_postgres() -> Iterator[PostgresServer]:
+    """A private server of the caller's own, which it may stop (`stop_postgres`) and start
+    again (`ensure_postgres_running`) without failing other tests; removed afterwards."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+    directory = Path(tempfile.mkdtemp(prefix="docingest-test-pg-"))  # pytest's tmp_path is 0700
+    server = pgserver.get_server(directory / "data", cleanup_mode="delete")
+    try:
+        yield server
+    finally:
+        server.ensure_postgres_running()  # stopped by a test: its clean-up stops it again
+        server.cleanup()
+
+
+def stop_postgres(server: PostgresServer) -> None:
+    """Stop `server` at once, as a crash or a host going away would (no clean shutdown)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
+
+    pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=server.pgdata, user=server.system_user)

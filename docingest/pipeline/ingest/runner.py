@@ -22,6 +22,7 @@ from docingest.pipeline.errors import (
     Cancelled,
     DependencyUnavailable,
     IngestError,
+    JobNotFound,
     PermanentError,
     ProviderRateLimited,
     RequestError,
@@ -32,8 +33,10 @@ from docingest.pipeline.indexing import IndexHooks, IndexResult
 from docingest.pipeline.ingest.file import IngestHooks, IngestRequest, ingest_file
 from docingest.pipeline.ingest.heartbeat import Heartbeat
 from docingest.pipeline.ingest.progress import JobProgress, LostJob
+from docingest.pipeline.ingest.store_wait import StoreWait, check_cap, store_problem
 from docingest.pipeline.jobs.job import JobWork
 from docingest.pipeline.jobs.state import JobStore
+from docingest.pipeline.keys import JobStatus
 from docingest.pipeline.redis_errors import map_redis_errors
 from docingest.pipeline.services import Services
 from docingest.pipeline.store.fencing import DEFAULT_LOCK_TIMEOUT, KEEP_ALIVE_TIMEOUT
@@ -44,10 +47,22 @@ log = logging.getLogger(__name__)
 class RetryJob(Exception):  # not named ...Error: an instruction to the task, not an error
     """The job met a transient error and was re-queued: run it again after `countdown` s."""
 
-    def __init__(self, countdown: float, cause: TransientError) -> None:
-        super().__init__(f"retry in {countdown:.1f}s: {cause.code}: {cause.message}")
+    def __init__(
+        self, countdown: float, cause: TransientError, *, store_wait: StoreWait | None = None
+    ) -> None:
+        why = f"{cause.code}: {cause.message}"
+        if store_wait is None:
+            super().__init__(f"retry in {countdown:.1f}s: {why}")
+        else:
+            waited = time.time() - store_wait.since
+            super().__init__(
+                f"waiting for the store ({waited:.0f}s so far), next check in {countdown:.1f}s: "
+                f"{why}"
+            )
         self.countdown = countdown
         self.cause = cause
+        self.store_wait = store_wait
+        """The job's wait for the store so far, for the next run to go on counting."""
 
 
 def retry_delay(attempt: int, error: TransientError, *, base: float, cap: float) -> float:
@@ -63,18 +78,52 @@ def run_job(
     job_id: str,
     *,
     timeout_errors: tuple[type[BaseException], ...] = (),
+    store_wait: StoreWait | None = None,
 ) -> str:
     """Run `job_id` once; return what happened (for the log). Raises `RetryJob`.
 
     `timeout_errors` are the exceptions a task's time limit raises (Celery's
-    `SoftTimeLimitExceeded`); they fail the job with `timeout`.
+    `SoftTimeLimitExceeded`); they fail the job with `timeout`. `store_wait`: how long the
+    job has waited for the store so far (`docingest.pipeline.ingest.store_wait`).
     """
     with log_context.bound(job_id=job_id):
-        outcome = _run_job(services, job_id, timeout_errors=timeout_errors)
+        carried = _wait_for_store(services, job_id, store_wait)
+        try:
+            outcome = _run_job(services, job_id, timeout_errors=timeout_errors)
+        except RetryJob as retry:  # a wait that was spent stays spent
+            retry.store_wait = retry.store_wait or carried
+            raise
         log.info("job %s: %s", job_id, outcome)  # one line per run, with the job's fields
         if outcome == "exhausted":  # after the line: a dead holder's lock may hold this up
             _drop_unpublished(services, job_id)
         return outcome
+
+
+def _wait_for_store(services: Services, job_id: str, wait: StoreWait | None) -> StoreWait | None:
+    """Raise `RetryJob` while the store server does not answer and the queued job may still
+    wait for it (see `docingest.pipeline.ingest.store_wait`); return the wait to carry on
+    (None once the store answers)."""
+    problem = store_problem(services)
+    if problem is None:
+        return None
+    try:
+        waits = services.jobs.get(job_id).status is JobStatus.QUEUED
+    except JobNotFound:
+        waits = False
+    if not waits:
+        return wait  # finished, gone or running elsewhere: the claim knows what to do
+    now = time.time()
+    wait = wait.again() if wait is not None else StoreWait(since=now)
+    settings = services.settings
+    left = settings.job_store_wait_seconds - (now - wait.since)
+    if left <= 0:
+        log.warning("job %s: the store has not answered for %.0f s; running the job's "
+                    "attempts: %s", job_id, now - wait.since, problem.message)  # fmt: skip
+        return wait
+    delay = retry_delay(
+        wait.checks, problem, base=settings.job_retry_base_seconds, cap=check_cap(services)
+    )
+    raise RetryJob(min(delay, left), problem, store_wait=wait) from problem
 
 
 def _run_job(

@@ -314,6 +314,10 @@ class Settings(
     job_retry_max_seconds: float = Field(default=300.0, gt=0)
     """Longest delay before such a job runs again (a longer Retry-After is still honoured)."""
 
+    job_store_wait_seconds: float = Field(default=600.0, ge=0)
+    """How long a job waits, queued and without spending attempts, for a store server that
+    does not answer (down at start, restarting); then its attempts run as usual. 0: no wait."""
+
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
     """How often a worker records that it is still working on a job."""
 
