@@ -31,6 +31,8 @@ RESULT_FIELDS = {
     "page_start", "page_end", "headings", "metadata", "ocr",
     # v1.2: offsets, the excerpt and highlights; context and explain when asked (else null).
     "start", "end", "excerpt", "highlights", "context", "explain",
+    # After v1.3: the header row of the table a chunk continues (null when none).
+    "table_header",
 }  # fmt: skip
 
 

@@ -144,6 +144,12 @@ def document_rows(driver: webdriver.Chrome) -> dict[str, WebElement]:
     }
 
 
+def document_cells(driver: webdriver.Chrome) -> dict[str, dict[str, str]]:
+    """Every document row's cells, read in one pass (`wait_for` retries the pass when the page
+    re-renders the list midway: a finished job refreshes it)."""
+    return {document_id: cells(row) for document_id, row in document_rows(driver).items()}
+
+
 def cells(row: WebElement) -> dict[str, str]:
     """A document row's cells by their column label."""
     found = {}

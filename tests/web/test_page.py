@@ -94,9 +94,12 @@ def test_upload_two_documents_follow_progress_and_search(
         assert job_progress == sorted(job_progress) and job_progress[-1] == 1.0, job_progress
 
     # The document list shows both, as the API lists them, with the metadata given.
-    wait_for(browser, lambda d: set(page.document_rows(d)) == set(listed), timeout=30)
-    for document_id, row in page.document_rows(browser).items():
-        shown = page.cells(row)
+    def both_shown(driver: webdriver.Chrome) -> dict[str, dict[str, str]] | None:
+        read = page.document_cells(driver)
+        return read if set(read) == set(listed) else None
+
+    shown_rows = wait_for(browser, both_shown, timeout=30)
+    for document_id, shown in shown_rows.items():
         stored = listed[document_id]
         assert shown["Format"] == stored["format"]
         assert shown["Chunks"] == str(stored["chunks"])
