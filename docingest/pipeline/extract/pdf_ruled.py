@@ -20,12 +20,13 @@ taken from pdfplumber or Camelot for the reason `pdf_aligned` gives.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.pdf_banded import banded_grids
 from docingest.pipeline.extract.pdf_lines import PdfLine
 from docingest.pipeline.extract.pdf_paths import MAX_OBJECTS, object_count, path_bounds
 
@@ -62,10 +63,12 @@ def ruled_tables(
     if count - pdfium_c.FPDFText_CountRects(textpage.raw, 0, -1) < _MIN_PATHS:
         return lines
     across, down = _rules(page, count)
-    if len(across) < 3 or not down or len(across) * len(down) > MAX_CROSSINGS:
+    if len(across) < 3 or len(across) * len(down) > MAX_CROSSINGS:
         return lines
     for grid in _grids(across, down):
         lines = _fill(grid, textpage, text, lines, tidy)
+    for rows, columns in banded_grids(across, textpage, text, lines):  # ruled across only
+        lines = _fill(_Grid(rows, columns, banded=True), textpage, text, lines, tidy)
     return lines
 
 
@@ -95,9 +98,11 @@ def _merge(rules: list[_Rule]) -> list[_Rule]:
 
 
 class _Grid:
-    def __init__(self, rows: list[float], columns: list[float]) -> None:
+    def __init__(self, rows: list[float], columns: list[float], *, banded: bool = False) -> None:
         self.rows = rows  # y of the horizontal rules, top down
         self.columns = columns  # x of the vertical boundaries, left to right
+        self.banded = banded  # columns from gaps (`pdf_banded`), not drawn
+        self._inner = [-edge for edge in rows[1:-1]]  # ascending, for bisection
 
     def holds(self, x: float, y: float) -> bool:
         return (
@@ -106,7 +111,7 @@ class _Grid:
         )
 
     def cell(self, x: float, y: float) -> tuple[int, int]:
-        row = sum(1 for edge in self.rows[1:-1] if y < edge)
+        row = bisect_left(self._inner, -y)  # the rules above y: a long table stays linear
         column = bisect_right(self.columns, x, 1, len(self.columns) - 1) - 1
         return row, column
 
@@ -181,6 +186,7 @@ def _fill(
                 cells.setdefault((*where, n), []).append(char)
     width = len(grid.columns) - 1
     rows: list[list[str]] = []
+    wrapped = False  # a row of more than one line
     for row in range(len(grid.rows) - 1):
         band = sorted({n for r, _, n in cells if r == row})
         if not band:
@@ -190,16 +196,22 @@ def _fill(
             for n in band
         }
         first = min(c for line in texts.values() for c, cell in enumerate(line) if cell)
+        # Lines set between two rules, a row each (LaTeX's; a statement's "Revenue:" rows
+        # ruled across in groups): each line fills the first cell (and another, when drawn).
+        cells_needed = 1 if grid.banded else 2
         if len(band) > 1 and all(
-            line[first] and sum(map(bool, line)) >= 2 for line in texts.values()
+            line[first] and sum(map(bool, line)) >= cells_needed for line in texts.values()
         ):
             rows += texts.values()  # rows set between two rules (LaTeX's), a line each
         else:
+            wrapped = wrapped or len(band) > 1
             stacked = zip(*texts.values(), strict=True)
             rows.append([" ".join(filter(None, column)) for column in stacked])
     used = [column for column in range(len(grid.columns) - 1) if any(row[column] for row in rows)]
     rows = [[row[column] for column in used] for row in rows if any(row)]
     if len(used) < 2 or sum(sum(map(bool, row)) >= 2 for row in rows) < 2:
+        return lines
+    if grid.banded and not wrapped:  # a row a line: alignment reads it, with finer columns
         return lines
     table = PdfLine("\n".join(" | ".join(row) for row in rows), table=True)
     taken = set(inside)
