@@ -134,6 +134,13 @@ def test_rules_across_lines_of_prose_make_no_table() -> None:
     document = extract_pdf(ruled_table_pdf(prose, across_only=True), max_pages=2)
     assert not any(block.kind is BlockKind.TABLE for block in document.blocks)
     assert all(f"Prose line {n} runs on" in _text(document) for n in range(8))
+    # Two columns of running text between rules (the Federal Register's pages): the gutter
+    # is empty in every band, but every cell is a paragraph.
+    para = "\n".join(["words of a paragraph"] * 8)
+    columns = [(f"Left {n} {para}", f"Right {n} {para}") for n in range(4)]
+    document = extract_pdf(ruled_table_pdf(columns, across_only=True), max_pages=2)
+    assert not any(block.kind is BlockKind.TABLE for block in document.blocks)
+    assert all(f"Left {n} words" in _text(document) for n in range(4))
 
 
 def _text(document: ExtractedDocument) -> str:

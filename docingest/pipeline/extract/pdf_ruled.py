@@ -9,7 +9,8 @@ cells joined by " | ", a cell's lines joined by a space, so a cell that wraps st
 row (which text aligned in columns, `pdf_aligned`, cannot tell). Where every line between
 two rules fills the first cell and another (LaTeX rules only the header and the foot), each
 line is a row. Rules that form no grid (an
-underline, a frame around a paragraph) change nothing.
+underline, a frame around a paragraph) change nothing; horizontal rules of one span with no
+vertical ones may band a table's rows, its columns from the gaps (`pdf_banded`).
 
 Cost: a page whose objects are nearly all text (`FPDFPage_CountObjects` against PDFium's
 text rectangles: LaTeX and most prose) is passed over after two calls. Pages past
@@ -44,6 +45,10 @@ _MIN_PATHS = 4
 
 _ROW_SPAN = 0.5
 """Share of the table's widest rule a rule must span to part rows."""
+
+_PROSE_CHARS = 150
+"""A banded row with two cells this long is columns of prose, not a table's row (a third of
+the rows such: the Federal Register's three columns between its rules)."""
 
 _Rule = tuple[float, float, float]
 """A horizontal rule (y, x0, x1) or a vertical one (x, y0, y1)."""
@@ -213,6 +218,8 @@ def _fill(
         return lines
     if grid.banded and not wrapped:  # a row a line: alignment reads it, with finer columns
         return lines
+    if grid.banded and 3 * sum(_prose(row) for row in rows) >= len(rows):
+        return lines  # columns of running text between rules (the Federal Register's)
     table = PdfLine("\n".join(" | ".join(row) for row in rows), table=True)
     taken = set(inside)
     first = inside[0]
@@ -221,3 +228,7 @@ def _fill(
         table,
         *(line for n, line in enumerate(lines) if n > first and n not in taken),
     ]
+
+
+def _prose(row: list[str]) -> bool:
+    return sum(len(cell) >= _PROSE_CHARS for cell in row) >= 2
