@@ -201,12 +201,18 @@ def _fill(
             for n in band
         }
         first = min(c for line in texts.values() for c, cell in enumerate(line) if cell)
-        # Lines set between two rules, a row each (LaTeX's; a statement's "Revenue:" rows
-        # ruled across in groups): each line fills the first cell (and another, when drawn).
-        cells_needed = 1 if grid.banded else 2
-        if len(band) > 1 and all(
-            line[first] and sum(map(bool, line)) >= cells_needed for line in texts.values()
-        ):
+        # Lines set between two rules, a row each (LaTeX's): each line fills the first cell
+        # and another. Ruled across only (`pdf_banded`), a statement's `Revenue:` rows and
+        # LaTeX's multirow cells too: each line fills the first cell, or each after the
+        # first fills two (a wrapped cell's next line mostly fills one).
+        lines_of = list(texts.values())
+        if len(band) > 1 and (
+            all(line[first] and sum(map(bool, line)) >= 2 for line in lines_of)
+            or grid.banded and (
+                all(line[first] for line in lines_of)
+                or all(sum(map(bool, line)) >= 2 for line in lines_of[1:])
+            )
+        ):  # fmt: skip
             rows += texts.values()  # rows set between two rules (LaTeX's), a line each
         else:
             wrapped = wrapped or len(band) > 1
