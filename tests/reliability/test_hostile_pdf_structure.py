@@ -109,6 +109,40 @@ def test_thousands_of_tiny_rules_that_form_no_table_stay_bounded() -> None:
     assert many.seconds < plain.seconds + 20, (plain.seconds, many.seconds)
 
 
+def test_2400_rows_ruled_across_only_stay_bounded(tmp_path: Path) -> None:
+    # 2,400 rows between horizontal rules on one tall page, a cell of each wrapping: lines
+    # are placed in bands by bisection and the run's columns kept merged (linear work), the
+    # words measured capped (`pdf_banded.MAX_WORDS`); rows come out whole up to the page's
+    # cap on styled lines, and every row's text is kept.
+    rows = [(f"name {n}", f"first {n}\nsecond {n}", f"v{n}") for n in range(2400)]
+    path = tmp_path / "banded.pdf"
+    path.write_bytes(ruled_table_pdf(rows, across_only=True, height=34 * 2400 + 200))
+    with CpuMeter(os.getpid()) as cpu:
+        document = prepare_isolated(path, filename=path.name, settings=Settings(), limits=LIMITS)
+    lines = {line for chunk in document.chunks for line in chunk.text.split("\n")}
+    assert all(f"name {n} | first {n} second {n} | v{n}" in lines for n in range(0, 900, 7))
+    text = " ".join(chunk.text for chunk in document.chunks)
+    assert all(f"name {n} " in text and f"second {n} " in text for n in range(0, 2400, 11))
+    assert cpu.seconds < LIMITS.cpu_seconds / 4, cpu.seconds
+
+
+def test_rules_across_lines_of_prose_make_no_table() -> None:
+    # Rules of one span 450 points wide between lines of prose that fill two thirds of it:
+    # the empty right third lies between no words, so it parts no columns.
+    prose = [(f"Prose line {n} runs on across the cell as a sentence of words does", "", "")
+             for n in range(8)]  # fmt: skip
+    document = extract_pdf(ruled_table_pdf(prose, across_only=True), max_pages=2)
+    assert not any(block.kind is BlockKind.TABLE for block in document.blocks)
+    assert all(f"Prose line {n} runs on" in _text(document) for n in range(8))
+    # Two columns of running text between rules (the Federal Register's pages): the gutter
+    # is empty in every band, but every cell is a paragraph.
+    para = "\n".join(["words of a paragraph"] * 8)
+    columns = [(f"Left {n} {para}", f"Right {n} {para}") for n in range(4)]
+    document = extract_pdf(ruled_table_pdf(columns, across_only=True), max_pages=2)
+    assert not any(block.kind is BlockKind.TABLE for block in document.blocks)
+    assert all(f"Left {n} words" in _text(document) for n in range(4))
+
+
 def _text(document: ExtractedDocument) -> str:
     return " ".join(block.text for block in document.blocks)
 

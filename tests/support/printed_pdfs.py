@@ -3,6 +3,7 @@ PDFs as browsers' users get them: tables, headings and text from HTML made in th
 
 from __future__ import annotations
 
+import io
 import subprocess
 from pathlib import Path
 
@@ -32,3 +33,16 @@ def print_html(html: str, directory: Path, name: str = "printed") -> bytes:
         check=True,
     )
     return target.read_bytes()
+
+
+def without_tags(pdf: bytes) -> bytes:
+    """`pdf` without its structure tree (pypdf drops `StructTreeRoot` and `MarkInfo`): the
+    untagged path LaTeX and exports without "Tagged PDF" take."""
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
+    for key in ("/StructTreeRoot", "/MarkInfo"):
+        writer._root_object.pop(key, None)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

@@ -178,12 +178,19 @@ def aligned_table_pdf(
     )
 
 
-def ruled_table_pdf(rows: Sequence[Sequence[str]], *, dashes: int = 0) -> bytes:
+def ruled_table_pdf(
+    rows: Sequence[Sequence[str]],
+    *,
+    dashes: int = 0,
+    across_only: bool = False,
+    height: float = 792,
+) -> bytes:
     """One untagged page: `rows` in a grid of thin ruled cells 150 points wide, a cell's
     lines ("\\n" in its text) set one under the other, so a row can be taller than a line;
-    then `dashes` tiny rules scattered below, which form no grid."""
+    then `dashes` tiny rules scattered below, which form no grid. `across_only`: no
+    vertical rules (rows ruled across only, as `border-bottom` tables are)."""
     content: list[bytes] = []
-    top = 740.0
+    top = height - 52
     ys = [top]
     for row in rows:
         height = 14 * max(cell.count("\n") + 1 for cell in row) + 6
@@ -196,13 +203,13 @@ def ruled_table_pdf(rows: Sequence[Sequence[str]], *, dashes: int = 0) -> bytes:
     for y in ys:  # borders drawn cell by cell, as Chromium and LibreOffice draw them
         for column in range(len(rows[0])):
             content.append(b"%g %g 150 0.5 re f" % (72 + 150 * column, y))
-    for column in range(len(rows[0]) + 1):
+    for column in range(0 if across_only else len(rows[0]) + 1):
         content.append(b"%g %g 0.5 %g re f" % (72 + 150 * column, ys[-1], ys[0] - ys[-1]))
     for n in range(dashes):
         content.append(b"%g %g 3 0.3 re f" % (20 + (n % 115) * 5, 300 - (n // 115) * 2))
     page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>"
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>" % height
     )
     return build_pdf(
         [

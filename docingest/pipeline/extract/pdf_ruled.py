@@ -9,7 +9,8 @@ cells joined by " | ", a cell's lines joined by a space, so a cell that wraps st
 row (which text aligned in columns, `pdf_aligned`, cannot tell). Where every line between
 two rules fills the first cell and another (LaTeX rules only the header and the foot), each
 line is a row. Rules that form no grid (an
-underline, a frame around a paragraph) change nothing.
+underline, a frame around a paragraph) change nothing; horizontal rules of one span with no
+vertical ones may band a table's rows, its columns from the gaps (`pdf_banded`).
 
 Cost: a page whose objects are nearly all text (`FPDFPage_CountObjects` against PDFium's
 text rectangles: LaTeX and most prose) is passed over after two calls. Pages past
@@ -20,12 +21,13 @@ taken from pdfplumber or Camelot for the reason `pdf_aligned` gives.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.pdf_banded import banded_grids
 from docingest.pipeline.extract.pdf_lines import PdfLine
 from docingest.pipeline.extract.pdf_paths import MAX_OBJECTS, object_count, path_bounds
 
@@ -43,6 +45,10 @@ _MIN_PATHS = 4
 
 _ROW_SPAN = 0.5
 """Share of the table's widest rule a rule must span to part rows."""
+
+_PROSE_CHARS = 150
+"""A banded row with two cells this long is columns of prose, not a table's row (a third of
+the rows such: the Federal Register's three columns between its rules)."""
 
 _Rule = tuple[float, float, float]
 """A horizontal rule (y, x0, x1) or a vertical one (x, y0, y1)."""
@@ -62,10 +68,12 @@ def ruled_tables(
     if count - pdfium_c.FPDFText_CountRects(textpage.raw, 0, -1) < _MIN_PATHS:
         return lines
     across, down = _rules(page, count)
-    if len(across) < 3 or not down or len(across) * len(down) > MAX_CROSSINGS:
+    if len(across) < 3 or len(across) * len(down) > MAX_CROSSINGS:
         return lines
     for grid in _grids(across, down):
         lines = _fill(grid, textpage, text, lines, tidy)
+    for rows, columns in banded_grids(across, textpage, text, lines):  # ruled across only
+        lines = _fill(_Grid(rows, columns, banded=True), textpage, text, lines, tidy)
     return lines
 
 
@@ -95,9 +103,11 @@ def _merge(rules: list[_Rule]) -> list[_Rule]:
 
 
 class _Grid:
-    def __init__(self, rows: list[float], columns: list[float]) -> None:
+    def __init__(self, rows: list[float], columns: list[float], *, banded: bool = False) -> None:
         self.rows = rows  # y of the horizontal rules, top down
         self.columns = columns  # x of the vertical boundaries, left to right
+        self.banded = banded  # columns from gaps (`pdf_banded`), not drawn
+        self._inner = [-edge for edge in rows[1:-1]]  # ascending, for bisection
 
     def holds(self, x: float, y: float) -> bool:
         return (
@@ -106,7 +116,7 @@ class _Grid:
         )
 
     def cell(self, x: float, y: float) -> tuple[int, int]:
-        row = sum(1 for edge in self.rows[1:-1] if y < edge)
+        row = bisect_left(self._inner, -y)  # the rules above y: a long table stays linear
         column = bisect_right(self.columns, x, 1, len(self.columns) - 1) - 1
         return row, column
 
@@ -181,6 +191,7 @@ def _fill(
                 cells.setdefault((*where, n), []).append(char)
     width = len(grid.columns) - 1
     rows: list[list[str]] = []
+    wrapped = False  # a row of more than one line
     for row in range(len(grid.rows) - 1):
         band = sorted({n for r, _, n in cells if r == row})
         if not band:
@@ -190,17 +201,31 @@ def _fill(
             for n in band
         }
         first = min(c for line in texts.values() for c, cell in enumerate(line) if cell)
-        if len(band) > 1 and all(
-            line[first] and sum(map(bool, line)) >= 2 for line in texts.values()
-        ):
+        # Lines set between two rules, a row each (LaTeX's): each line fills the first cell
+        # and another. Ruled across only (`pdf_banded`), a statement's `Revenue:` rows and
+        # LaTeX's multirow cells too: each line fills the first cell, or each after the
+        # first fills two (a wrapped cell's next line mostly fills one).
+        lines_of = list(texts.values())
+        if len(band) > 1 and (
+            all(line[first] and sum(map(bool, line)) >= 2 for line in lines_of)
+            or grid.banded and (
+                all(line[first] for line in lines_of)
+                or all(sum(map(bool, line)) >= 2 for line in lines_of[1:])
+            )
+        ):  # fmt: skip
             rows += texts.values()  # rows set between two rules (LaTeX's), a line each
         else:
+            wrapped = wrapped or len(band) > 1
             stacked = zip(*texts.values(), strict=True)
             rows.append([" ".join(filter(None, column)) for column in stacked])
     used = [column for column in range(len(grid.columns) - 1) if any(row[column] for row in rows)]
     rows = [[row[column] for column in used] for row in rows if any(row)]
     if len(used) < 2 or sum(sum(map(bool, row)) >= 2 for row in rows) < 2:
         return lines
+    if grid.banded and not wrapped:  # a row a line: alignment reads it, with finer columns
+        return lines
+    if grid.banded and 3 * sum(_prose(row) for row in rows) >= len(rows):
+        return lines  # columns of running text between rules (the Federal Register's)
     table = PdfLine("\n".join(" | ".join(row) for row in rows), table=True)
     taken = set(inside)
     first = inside[0]
@@ -209,3 +234,7 @@ def _fill(
         table,
         *(line for n, line in enumerate(lines) if n > first and n not in taken),
     ]
+
+
+def _prose(row: list[str]) -> bool:
+    return sum(len(cell) >= _PROSE_CHARS for cell in row) >= 2

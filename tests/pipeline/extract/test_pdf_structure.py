@@ -7,7 +7,7 @@ from pathlib import Path
 
 from docingest.pipeline.document import BlockKind
 from docingest.pipeline.extract.pdf import extract_pdf
-from tests.support.printed_pdfs import print_html
+from tests.support.printed_pdfs import print_html, without_tags
 from tests.support.structured_pdfs import aligned_table_pdf, ruled_table_pdf
 
 ROWS = [
@@ -76,6 +76,55 @@ def test_untagged_ruled_table_keeps_wrapped_cells_in_their_row() -> None:
     assert [(block.kind, block.text) for block in document.blocks] == [
         (BlockKind.TABLE, "\n".join(" | ".join(c.replace("\n", " ") for c in r) for r in RULED))
     ]
+
+
+def test_untagged_table_ruled_across_only_keeps_wrapped_cells_in_their_row() -> None:
+    # No vertical rules: the columns are the gaps every band between two rules leaves empty.
+    document = extract_pdf(ruled_table_pdf(RULED, across_only=True), max_pages=3)
+    assert [(block.kind, block.text) for block in document.blocks] == [
+        (BlockKind.TABLE, "\n".join(" | ".join(c.replace("\n", " ") for c in r) for r in RULED))
+    ]
+
+
+BORDER_BOTTOM = (
+    "<style>table{border-collapse:collapse;width:75%} th,td{border-bottom:1px solid #000;"
+    "text-align:left;vertical-align:top;padding:4px 12px}</style>"
+    "<h2>Supported operations</h2><p>The operations of the type, in the table below.</p>"
+    "<table><tr><th>Operation</th><th>Result</th><th>Notes</th></tr>"
+    "<tr><td>t1 = t2 + t3</td><td>Sum of t2 and t3. Afterwards t1 - t2 == t3 and t1 - t3 == t2"
+    " are true, as the sum says.</td><td>(1)</td></tr>"
+    "<tr><td>t1 = t2 - t3</td><td>Difference of t2 and t3. Afterwards t1 == t2 - t3 and"
+    " t2 == t1 + t3 are true for every value.</td><td>(1)(6)</td></tr>"
+    "<tr><td>t1 = t2 * i</td><td>Delta multiplied by an integer; afterwards t1 // i == t2 is"
+    " true, provided i is not zero.</td><td>(2)</td></tr></table>"
+    "<p>After the table, a paragraph of prose goes on as prose does, in a line of words.</p>"
+    "<h2 style='border-bottom:1px solid #000'>A heading ruled under</h2>"
+    "<p>Prose after a rule, a whole paragraph of it, set in one column with nothing in"
+    " columns.</p><hr><p>More prose after another rule, long enough to take a line or two of"
+    " the page's width in type.</p><hr><p>The last paragraph, with a footnote.</p>"
+    "<hr style='width:30%;margin-left:0'><p><small>1. The footnote's text.</small></p>"
+)
+
+
+def test_printed_table_ruled_across_only_without_tags(tmp_path: Path) -> None:
+    # Chromium's print of a table whose cells have only a bottom border (the Python docs,
+    # Word's tables): untagged, each row between two rules is a row, its wrapped cells whole;
+    # the header row above the first rule joins. Prose between rules stays prose.
+    document = extract_pdf(without_tags(print_html(BORDER_BOTTOM, tmp_path)), max_pages=10)
+    tables = [block.text for block in document.blocks if block.kind is BlockKind.TABLE]
+    assert tables == [
+        "Operation | Result | Notes\n"
+        "t1 = t2 + t3 | Sum of t2 and t3. Afterwards t1 - t2 == t3 and t1 - t3 == t2 are true,"
+        " as the sum says. | (1)\n"
+        "t1 = t2 - t3 | Difference of t2 and t3. Afterwards t1 == t2 - t3 and t2 == t1 + t3 are"
+        " true for every value. | (1)(6)\n"
+        "t1 = t2 * i | Delta multiplied by an integer; afterwards t1 // i == t2 is true,"
+        " provided i is not zero. | (2)"
+    ]
+    text = "\n".join(block.text for block in document.blocks)
+    assert "The operations of the type, in the table below." in text
+    assert "After the table, a paragraph of prose goes on as prose does" in text
+    assert "The footnote's text." in text
 
 
 def test_columns_of_prose_are_not_a_table() -> None:
