@@ -44,7 +44,7 @@ class DatabaseSettings(BaseSettings):
     """Candidates pgvector's HNSW search keeps (`hnsw.ef_search`, raised to a search's limit
     when that is larger): more is closer to an exact search and slower."""
 
-    database_generation_rows: int = Field(default=10_000, ge=100)
+    database_generation_rows: int = Field(default=5_000, ge=100)
     """Rows an index takes into its open generation, which has no HNSW index and is searched
     exactly, before it is sealed and its graph built in bulk, off the write path (pgvector's
     row-by-row insert into the graph bounded ingestion; BENCHMARKS.md, "PostgreSQL store"):
