@@ -29,6 +29,7 @@ import time
 import psycopg
 from psycopg import sql
 
+from docingest.pipeline import metrics
 from docingest.pipeline.store.postgres_schema import (
     create_partition,
     graph_name,
@@ -103,6 +104,10 @@ class GraphBuilder:
             thread.join(left)
 
     def _run(self, number: int, dimensions: int) -> None:
+        with metrics.STORE_GRAPH_BUILDS.track_inprogress():
+            self._build_all(number, dimensions)
+
+    def _build_all(self, number: int, dimensions: int) -> None:
         try:
             while True:
                 with self._lock:
