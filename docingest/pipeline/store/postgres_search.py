@@ -14,7 +14,12 @@ from psycopg import sql
 from qdrant_client import models
 
 from docingest.pipeline.store.postgres_filter import FilterCompiler, Params
-from docingest.pipeline.store.postgres_schema import SPARSE_DIMENSIONS, dense_distance
+from docingest.pipeline.store.postgres_schema import (
+    HALFVEC_HNSW_DIMENSIONS,
+    SPARSE_DIMENSIONS,
+    VECTOR_HNSW_DIMENSIONS,
+    dense_distance,
+)
 from docingest.pipeline.store.requests import DENSE, KEYWORD
 
 MAX_EF_SEARCH = 1000
@@ -36,6 +41,9 @@ def run_query(
         raise TypeError("no Postgres translation for prefetch or offset in a batch query")
     limit = request.limit or 10
     params: Params = []
+    # The third column is a distance, ordered by its name so that it is computed once a row
+    # (written twice, an exact scan detoasted and compared each vector twice: 1.6× the time)
+    to_score = _negated
     if request.using == KEYWORD:
         if not isinstance(request.query, models.SparseVector):
             raise TypeError(f"no Postgres translation for the query {request.query!r}")
@@ -43,23 +51,26 @@ def run_query(
         if weighted is None:
             return []
         params.extend([weighted, list(request.query.indices)])
-        score = sql.SQL("-(keyword <#> %s)")
+        column = sql.SQL("keyword <#> %s AS distance")
         where: sql.Composable = sql.SQL("terms && %s::integer[] AND {}").format(
             filters.compile(request.filter, params)
         )
-        params.extend([weighted, limit])
-        order: sql.Composable = sql.SQL("keyword <#> %s, id LIMIT %s")
+        order: sql.Composable = sql.SQL("distance, id LIMIT %s")
     elif request.using == DENSE and isinstance(request.query, list):
         vector = np.asarray(request.query, dtype=np.float32)
         params.append(vector)
-        score = sql.SQL("1 - (dense <=> %s)")
+        column, to_score = sql.SQL("dense <=> %s AS distance"), _cosine
         where = filters.compile(request.filter, params)
-        params.extend([vector, limit])
-        order = sql.SQL("{} LIMIT %s").format(dense_distance(dimensions))
+        order = sql.SQL("distance LIMIT %s")
+        if VECTOR_HNSW_DIMENSIONS < dimensions <= HALFVEC_HNSW_DIMENSIONS:
+            # the graph orders by half-precision distances; the score stays exact
+            params.append(vector)
+            order = sql.SQL("{} LIMIT %s").format(dense_distance(dimensions))
     else:
         raise TypeError(f"no Postgres translation for the query {request!r}")
+    params.append(limit)
     statement = sql.SQL("SELECT id, payload, {} FROM {} WHERE {} ORDER BY {}").format(
-        score, table, where, order
+        column, table, where, order
     )
     keys = request.with_payload if isinstance(request.with_payload, list) else None
     with connection.transaction():
@@ -74,16 +85,24 @@ def run_query(
             wider = sql.Literal(min(limit, MAX_EF_SEARCH))
             connection.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(wider))
         rows = connection.execute(statement, params).fetchall()
+    scored = [(row, to_score(float(row[2]))) for row in rows]
     if request.using == DENSE:  # a half-precision graph orders by approximate distances
-        rows.sort(key=lambda row: -float(row[2]))
+        scored.sort(key=lambda pair: -pair[1])
     threshold = request.score_threshold
     return [
-        models.ScoredPoint(
-            id=str(row[0]), version=0, score=float(row[2]), payload=selected(row[1], keys)
-        )
-        for row in rows
-        if threshold is None or float(row[2]) >= threshold
+        models.ScoredPoint(id=str(row[0]), version=0, score=score, payload=selected(row[1], keys))
+        for row, score in scored
+        if threshold is None or score >= threshold
     ]
+
+
+def _negated(distance: float) -> float:
+    return -distance
+
+
+def _cosine(distance: float) -> float:
+    """Qdrant's cosine score of pgvector's cosine distance."""
+    return 1 - distance
 
 
 def idf_weighted(
