@@ -222,7 +222,7 @@ def _measure(
                 searchers=0,
                 timeout=args.timeout,
             )
-            settle_store(env.base_url)
+            settle_store(env.base_url, store)
         print(f"{label}: {2 * args.copies} uploads at once, searches running", flush=True)
         offset = time.time() - time.monotonic()
         run = run_load(
@@ -236,7 +236,7 @@ def _measure(
         )
         chunks, seconds, failed = finished_span(run.jobs, run.started + offset)
         measured = Measured(label, chunks, seconds, failed, run.searches, clock_offset=offset)
-        settle_store(env.base_url)
+        settle_store(env.base_url, store)
         measured.idle = idle_searches(env.base_url)
         measured.memory = memory(api.popen.pid)
     measured.store_work = store_work(data_dir / "serve.log")
@@ -284,14 +284,16 @@ def memory(pid: int) -> str:
     return f"RSS peak {peak:.0f} MiB, at the end {now:.0f} MiB"
 
 
-def settle_store(base_url: str, *, quiet_seconds: float = 5.0, timeout: float = 600.0) -> None:
+def settle_store(
+    base_url: str, store: Mapping[str, str], *, quiet_seconds: float = 5.0, timeout: float = 1800.0
+) -> None:
     """Wait until the service's optimizer has run nothing for `quiet_seconds` (and, on
-    Postgres, no graph is being built)."""
+    Postgres, no graph has been built: in whichever process, the server's own view)."""
     deadline = time.monotonic() + timeout
     with httpx.Client(base_url=base_url, timeout=30) as client:
         last, quiet_since = None, time.monotonic()
         while time.monotonic() < deadline:
-            runs = optimizer_runs(client)
+            runs = optimizer_runs(client) - 1e6 * graph_builds(store)
             if runs != last:
                 last, quiet_since = runs, time.monotonic()
             elif time.monotonic() - quiet_since >= quiet_seconds:
@@ -313,15 +315,22 @@ def idle_searches(base_url: str, count: int = 60) -> list[float]:
 
 
 def optimizer_runs(client: httpx.Client) -> float:
-    """The optimizer's runs so far, minus a million while a Postgres graph is being built
-    (so a build is never taken for quiet)."""
-    runs, building = 0.0, 0.0
     for line in client.get("/metrics").text.splitlines():
         if line.startswith("docingest_store_optimize_duration_seconds_count"):
-            runs = float(line.split()[-1])
-        elif line.startswith("docingest_store_graph_builds_running"):
-            building = float(line.split()[-1])
-    return runs - 1e6 * building
+            return float(line.split()[-1])
+    return 0.0
+
+
+def graph_builds(store: Mapping[str, str]) -> int:
+    """Index builds under way on the PostgreSQL server of `store` (0 for Edge)."""
+    url = store.get("DOCINGEST_DATABASE_URL")
+    if not url:
+        return 0
+    import psycopg
+
+    with psycopg.connect(url) as connection:
+        row = connection.execute("SELECT count(*) FROM pg_stat_progress_create_index").fetchone()
+    return int(row[0]) if row else 0
 
 
 def main() -> None:
