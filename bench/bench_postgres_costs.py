@@ -54,7 +54,7 @@ def rows(count: int, dimensions: int, rng: np.random.Generator) -> list[tuple[An
     for n in range(count):
         vector = rng.standard_normal(dimensions).astype(np.float32)
         vector /= np.linalg.norm(vector)
-        terms = sorted({42, *rng.integers(43, 2**31 - 1, 59).tolist()})
+        terms = sorted({42, *rng.integers(43, 10**9 - 1, 59).tolist()})
         weights = rng.random(len(terms)).astype(np.float32).tolist()
         payload = {"document_id": f"d{n // 300}", "version": 1, "state": "live", "text": TEXT}
         sparse = SparseVector(dict(zip(terms, weights, strict=True)), 10**9)
