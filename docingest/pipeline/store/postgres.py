@@ -43,6 +43,7 @@ from qdrant_client.hybrid.fusion import reciprocal_rank_fusion
 
 from docingest.pipeline.errors import DependencyUnavailable, IndexNotFound
 from docingest.pipeline.settings import Settings
+from docingest.pipeline.store import postgres_terms
 from docingest.pipeline.store.engine import store_description
 from docingest.pipeline.store.models import IndexConfig
 from docingest.pipeline.store.postgres_filter import FilterCompiler, Params, stored
@@ -165,14 +166,13 @@ class PostgresEngine:
     @contextmanager
     def _table(self, index: str) -> Iterator[tuple[psycopg.Connection, sql.Identifier]]:
         """A connection and the chunk table of `index`; `IndexNotFound` if there is none."""
-        with self._searched_table(index) as (connection, table, _):
-            yield connection, table
+        with self._searched_table(index) as (connection, number, _):
+            yield connection, chunk_table(self._schema, number)
 
     @contextmanager
-    def _searched_table(
-        self, index: str
-    ) -> Iterator[tuple[psycopg.Connection, sql.Identifier, int]]:
-        """As `_table`, with the dimensions of the index's vectors."""
+    def _searched_table(self, index: str) -> Iterator[tuple[psycopg.Connection, int, int]]:
+        """A connection, the number of the chunk table of `index` and the dimensions of its
+        vectors; `IndexNotFound` if there is none."""
         with self._connection(index) as connection:
             row = connection.execute(
                 sql.SQL(
@@ -183,7 +183,7 @@ class PostgresEngine:
             ).fetchone()
             if row is None:
                 raise IndexNotFound(f"Index '{index}' does not exist.")
-            yield connection, chunk_table(self._schema, int(row[0])), int(row[1] or 0)
+            yield connection, int(row[0]), int(row[1] or 0)
 
     def ping(self) -> None:
         with self._connection() as connection:
@@ -260,8 +260,13 @@ class PostgresEngine:
             ).fetchone()
             if row is None:
                 return False
-            table = chunk_table(self._schema, int(row[0]))
-            connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+            number = int(row[0])
+            connection.execute(
+                sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+                    chunk_table(self._schema, number),
+                    postgres_terms.terms_table(self._schema, number),
+                )
+            )
         return True
 
     def payload_indexes(self, index: str) -> set[str] | None:
@@ -316,8 +321,14 @@ class PostgresEngine:
     def delete(self, index: str, selector: models.Filter) -> None:
         params: Params = []
         where = self._filters.compile(selector, params)
-        with self._table(index) as (connection, table):
-            connection.execute(sql.SQL("DELETE FROM {} WHERE {}").format(table, where), params)
+        with self._searched_table(index) as (connection, number, _):
+            postgres_terms.delete_counted(
+                connection,
+                chunk_table(self._schema, number),
+                postgres_terms.terms_table(self._schema, number),
+                where,
+                params,
+            )
 
     def scroll(
         self,
@@ -355,18 +366,19 @@ class PostgresEngine:
     def query_batch(
         self, index: str, requests: Sequence[models.QueryRequest]
     ) -> list[list[models.ScoredPoint]]:
-        with self._searched_table(index) as (connection, table, dimensions):
-            return [self._run(connection, table, dimensions, request) for request in requests]
+        with self._searched_table(index) as (connection, number, dimensions):
+            return [self._run(connection, number, dimensions, request) for request in requests]
 
     def _run(
         self,
         connection: psycopg.Connection,
-        table: sql.Identifier,
+        number: int,
         dimensions: int,
         request: models.QueryRequest,
     ) -> list[models.ScoredPoint]:
         return run_query(
-            connection, table, request, self._filters,
+            connection, chunk_table(self._schema, number), request, self._filters,
+            terms=postgres_terms.terms_table(self._schema, number),
             dimensions=dimensions, ef_search=self._ef_search,
         )  # fmt: skip
 
@@ -396,8 +408,8 @@ class PostgresEngine:
             )
             for stage in prefetch
         ]
-        with self._searched_table(index) as (connection, table, dimensions):
-            lists = [self._run(connection, table, dimensions, request) for request in requests]
+        with self._searched_table(index) as (connection, number, dimensions):
+            lists = [self._run(connection, number, dimensions, request) for request in requests]
         return reciprocal_rank_fusion(lists, limit=limit, ranking_constant_k=k)
 
 

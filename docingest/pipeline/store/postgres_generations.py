@@ -30,6 +30,7 @@ import psycopg
 from psycopg import sql
 
 from docingest.pipeline import metrics
+from docingest.pipeline.store import postgres_terms
 from docingest.pipeline.store.postgres_schema import (
     create_partition,
     graph_name,
@@ -133,6 +134,7 @@ class GraphBuilder:
             connection.execute("SET max_parallel_maintenance_workers = 1")
             for generation in self._unbuilt(connection, number):
                 self._build(connection, number, generation, dimensions)
+            postgres_terms.compact(connection, self._schema, number)
 
     def _unbuilt(self, connection: psycopg.Connection, number: int) -> list[int]:
         """The sealed generations of table `number` without a valid HNSW index."""

@@ -21,6 +21,8 @@ In the schema `DOCINGEST_DATABASE_SCHEMA` (default `docingest`):
   graph) and a btree index for a document's points. A GIN index (`jsonb_path_ops`) on
   `payload` serves every other equality filter. Each sealed generation has its HNSW index
   (cosine), built in bulk; the open one has none and is scanned exactly.
+- `terms_<number>`: the per-term document frequencies of `chunks_<number>` that keyword IDF
+  reads, as deltas appended with each write (`docingest.pipeline.store.postgres_terms`).
 - `rfc3339(jsonb)`: a string as a UTC timestamp when it is an RFC 3339 datetime as Qdrant
   parses them (`docingest.pipeline.store.schema.parse_datetime`), else NULL: datetime filters.
 
@@ -35,8 +37,9 @@ import psycopg
 from psycopg import sql
 
 from docingest.pipeline.errors import DependencyUnavailable
+from docingest.pipeline.store import postgres_terms
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SPARSE_DIMENSIONS = 1_000_000_000
 """pgvector's most dimensions of a `sparsevec`. Term ids are 31-bit hashes
 (`docingest.pipeline.sparse`), so the `keyword` column holds them modulo this (two ids that
@@ -177,6 +180,7 @@ def create_chunk_table(
     the caller's transaction)."""
     _create_parent(connection, schema, number, dimensions)
     create_partition(connection, schema, number, 0)
+    postgres_terms.create(connection, schema, number)
 
 
 def _create_parent(
@@ -300,4 +304,14 @@ def _partition_v1_tables(connection: psycopg.Connection, schema: str) -> None:
         )
 
 
+def _count_terms(connection: psycopg.Connection, schema: str) -> None:
+    """Layout 2 → 3: each index gets its term table, counted from its rows."""
+    rows = connection.execute(
+        sql.SQL("SELECT table_number FROM {}").format(sql.Identifier(schema, "indexes"))
+    ).fetchall()
+    for (number,) in rows:
+        postgres_terms.create(connection, schema, int(number))
+
+
 MIGRATIONS[1] = _partition_v1_tables
+MIGRATIONS[2] = _count_terms

@@ -13,6 +13,7 @@ from pgvector import SparseVector as PgSparse
 from psycopg import sql
 from qdrant_client import models
 
+from docingest.pipeline.store import postgres_terms
 from docingest.pipeline.store.postgres_filter import FilterCompiler, Params
 from docingest.pipeline.store.postgres_schema import (
     HALFVEC_HNSW_DIMENSIONS,
@@ -32,11 +33,12 @@ def run_query(
     request: models.QueryRequest,
     filters: FilterCompiler,
     *,
+    terms: sql.Identifier,
     dimensions: int,
     ef_search: int,
 ) -> list[models.ScoredPoint]:
     """The points nearest one dense or keyword query among the filtered, best first (scores
-    higher-is-better, as Qdrant's)."""
+    higher-is-better, as Qdrant's); `terms` is the table's term table (`postgres_terms`)."""
     if request.prefetch is not None or request.offset:
         raise TypeError("no Postgres translation for prefetch or offset in a batch query")
     limit = request.limit or 10
@@ -47,7 +49,7 @@ def run_query(
     if request.using == KEYWORD:
         if not isinstance(request.query, models.SparseVector):
             raise TypeError(f"no Postgres translation for the query {request.query!r}")
-        weighted = idf_weighted(connection, table, request.query)
+        weighted = idf_weighted(connection, terms, request.query)
         if weighted is None:
             return []
         params.extend([weighted, list(request.query.indices)])
@@ -106,21 +108,11 @@ def _cosine(distance: float) -> float:
 
 
 def idf_weighted(
-    connection: psycopg.Connection, table: sql.Identifier, query: models.SparseVector
+    connection: psycopg.Connection, terms: sql.Identifier, query: models.SparseVector
 ) -> PgSparse | None:
-    """The query's keyword vector with each weight times its term's IDF (Qdrant's formula);
-    None for an index without keyword vectors."""
-    row = connection.execute(
-        sql.SQL(
-            "SELECT (SELECT count(*) FROM {table} WHERE terms IS NOT NULL), "
-            "ARRAY(SELECT (SELECT count(*) FROM {table} WHERE terms @> ARRAY[term]) "
-            "FROM unnest(%s::integer[]) WITH ORDINALITY AS query(term, position) "
-            "ORDER BY position)"
-        ).format(table=table),
-        [list(query.indices)],
-    ).fetchone()
-    assert row is not None
-    points, frequencies = int(row[0]), row[1]
+    """The query's keyword vector with each weight times its term's IDF (Qdrant's formula,
+    over the frequencies `postgres_terms` keeps); None for an index without keyword vectors."""
+    points, frequencies = postgres_terms.frequencies(connection, terms, list(query.indices))
     if not points:
         return None
     weights: dict[int, float] = {}

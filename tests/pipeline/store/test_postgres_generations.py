@@ -147,3 +147,54 @@ def test_a_layout_1_table_becomes_generation_0_with_its_rows_and_graph(tmp_path:
         assert {hit.document_id for hit in hits} == {"old", "new"}
     built = graphs(schema)
     assert built == {"chunks_1_g0": True, "chunks_1_g1": False}
+
+
+def term_counts(schema: str) -> tuple[dict[int, int], dict[int, int], int]:
+    """Table 1's kept frequencies (term → sum of its deltas), the same counted afresh from
+    its rows, and the most delta rows any term has."""
+    names = {"t": sql.Identifier(schema, "terms_1"), "c": sql.Identifier(schema, "chunks_1")}
+    with psycopg.connect(postgres_url(), autocommit=True) as connection:
+        kept = connection.execute(
+            sql.SQL("SELECT term, sum(documents), count(*) FROM {t} GROUP BY term").format(**names)
+        ).fetchall()
+        fresh = connection.execute(
+            sql.SQL(
+                "SELECT term, count(*) FROM {c}, unnest(terms) AS term GROUP BY term "
+                "UNION ALL SELECT -1, count(*) FROM {c} WHERE terms IS NOT NULL"
+            ).format(**names)
+        ).fetchall()
+    kept_sums = {int(term): int(total) for term, total, _ in kept if int(total)}
+    return kept_sums, {int(term): int(n) for term, n in fresh}, max(int(n) for *_, n in kept)
+
+
+def test_term_frequencies_stay_exact_through_rewrites_deletes_and_folding(
+    tmp_path: Path,
+) -> None:
+    settings = settings_for(tmp_path)
+    schema = settings.database_schema
+    words = ["alpha", "beta", "gamma", "delta", "omega"]
+    texts = [" ".join(words[: 1 + n % 5]) + f" w{n}" for n in range(180)]
+    with VectorStore.open(settings) as store:
+        store.create_index("docs", CONFIG)
+        for start in range(0, 180, 30):  # generation 0 sealed, 1 open
+            store.write_chunks("docs", records(f"d{start}", 1, texts[start : start + 30]))
+        for start in range(0, 180, 30):
+            store.publish("docs", f"d{start}", 1)
+        engine_of(store).graphs.wait(timeout=120)
+        kept, fresh, most = term_counts(schema)
+        assert kept == fresh and fresh[-1] == 180
+        assert most == 1  # the builder folded each term's deltas into one row
+        # rewrites in a sealed generation with other words, and a whole document deleted
+        store.write_chunks("docs", records("d0", 1, ["omega only"] * 30))
+        store.write_chunks("docs", records("d30", 2, ["alpha again"] * 10))
+        assert store.delete_document("docs", "d60")
+        kept, fresh, most = term_counts(schema)
+        assert kept == fresh and fresh[-1] == 150 + 10
+        assert most > 1  # deltas appended, not folded yet
+        store.delete_index("docs")
+    with psycopg.connect(postgres_url(), autocommit=True) as connection:
+        left = connection.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'terms%%'",
+            [schema],
+        ).fetchone()
+    assert left == (0,)
