@@ -118,7 +118,10 @@ class PostgresEngine:
         )
         pool.open(wait=False)
         builder = GraphBuilder(
-            url, settings.database_schema, memory_mb=settings.database_build_memory_mb
+            url,
+            settings.database_schema,
+            memory_mb=settings.database_build_memory_mb,
+            base_rows=settings.database_generation_rows,
         )
         return cls(pool, settings=settings, builder=builder)
 

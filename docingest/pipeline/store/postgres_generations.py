@@ -31,6 +31,7 @@ from psycopg import sql
 
 from docingest.pipeline import metrics
 from docingest.pipeline.store import postgres_terms
+from docingest.pipeline.store.postgres_merges import merge_all, sealed_generations
 from docingest.pipeline.store.postgres_schema import (
     create_partition,
     graph_name,
@@ -72,13 +73,15 @@ def seal(
 
 
 class GraphBuilder:
-    """Builds the HNSW index of every sealed generation that lacks a valid one, a thread
-    per index, each on a connection of its own (a build outlasts any statement timeout)."""
+    """Builds the HNSW index of every sealed generation that lacks a valid one, then merges
+    generations, a thread per index, each on a connection of its own (a build outlasts any
+    statement timeout)."""
 
-    def __init__(self, url: str, schema: str, *, memory_mb: int) -> None:
+    def __init__(self, url: str, schema: str, *, memory_mb: int, base_rows: int) -> None:
         self._url = url
         self._schema = schema
         self._memory_mb = memory_mb
+        self._base_rows = base_rows  # a generation's rows when sealed: the merges' unit
         self._threads: dict[int, threading.Thread] = {}
         self._again: set[int] = set()
         self._lock = threading.Lock()
@@ -132,34 +135,12 @@ class GraphBuilder:
                 sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(f"{self._memory_mb}MB"))
             )
             connection.execute("SET max_parallel_maintenance_workers = 1")
-            for generation in self._unbuilt(connection, number):
-                self._build(connection, number, generation, dimensions)
+            sealed = sealed_generations(connection, self._schema, number)
+            for generation in sorted(sealed):
+                if not sealed[generation][1]:
+                    self._build(connection, number, generation, dimensions)
             postgres_terms.compact(connection, self._schema, number)
-
-    def _unbuilt(self, connection: psycopg.Connection, number: int) -> list[int]:
-        """The sealed generations of table `number` without a valid HNSW index."""
-        row = connection.execute(
-            sql.SQL("SELECT generation FROM {} WHERE table_number = %s").format(
-                sql.Identifier(self._schema, "indexes")
-            ),
-            [number],
-        ).fetchone()
-        if row is None:
-            return []
-        built = {
-            int(found[0])
-            for found in connection.execute(
-                "SELECT substring(table_class.relname FROM '_g([0-9]+)$') "
-                "FROM pg_index JOIN pg_class index_class ON index_class.oid = indexrelid "
-                "JOIN pg_am ON pg_am.oid = index_class.relam "
-                "JOIN pg_class table_class ON table_class.oid = indrelid "
-                "JOIN pg_namespace ON pg_namespace.oid = table_class.relnamespace "
-                "WHERE amname = 'hnsw' AND indisvalid AND nspname = %s "
-                "AND table_class.relname LIKE %s",
-                [self._schema, f"chunks\\_{number}\\_g%"],
-            ).fetchall()
-        }
-        return [generation for generation in range(int(row[0])) if generation not in built]
+            merge_all(connection, self._schema, number, dimensions, base_rows=self._base_rows)
 
     def _build(
         self, connection: psycopg.Connection, number: int, generation: int, dimensions: int

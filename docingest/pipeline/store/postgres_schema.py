@@ -163,14 +163,26 @@ def chunk_table(schema: str, number: int) -> sql.Identifier:
     return sql.Identifier(schema, f"chunks_{number}")
 
 
-def partition_table(schema: str, number: int, generation: int) -> sql.Identifier:
-    return sql.Identifier(schema, f"chunks_{number}_g{generation}")
+def partition_table(
+    schema: str, number: int, generation: int, *, merged: bool = False
+) -> sql.Identifier:
+    """Generation `generation` of table `number`; `merged`: the table a merge into it fills
+    before it takes the generation's place (`postgres_merges`)."""
+    return sql.Identifier(schema, f"chunks_{number}_{'m' if merged else 'g'}{generation}")
 
 
 _GENERATED = (
     "state text GENERATED ALWAYS AS (payload ->> 'state') STORED",
     "document_id text GENERATED ALWAYS AS (payload ->> 'document_id') STORED",
 )
+
+
+SECONDARY_INDEXES = (
+    "CREATE INDEX ON {table} USING gin (payload jsonb_path_ops)",
+    "CREATE INDEX ON {table} USING gin (terms)",
+    "CREATE INDEX ON {table} (document_id)",
+)
+"""A chunk table's indexes besides its key and graphs (partitioned: each generation has its)."""
 
 
 def create_chunk_table(
@@ -199,11 +211,7 @@ def _create_parent(
             generated=sql.SQL(", ".join(_GENERATED)),
         )
     )
-    for index in (
-        "CREATE INDEX ON {table} USING gin (payload jsonb_path_ops)",
-        "CREATE INDEX ON {table} USING gin (terms)",
-        "CREATE INDEX ON {table} (document_id)",
-    ):
+    for index in SECONDARY_INDEXES:
         connection.execute(sql.SQL(index).format(table=table))
 
 
@@ -229,7 +237,7 @@ def create_partition(
 
 
 def graph_statement(
-    schema: str, number: int, generation: int, dimensions: int
+    schema: str, number: int, generation: int, dimensions: int, *, merged: bool = False
 ) -> sql.Composed | None:
     """The `CREATE INDEX CONCURRENTLY` of a sealed generation's HNSW index (cosine; over
     half-precision copies from 2,001 dimensions); None beyond pgvector's limit."""
@@ -243,14 +251,14 @@ def graph_statement(
     else:
         return None  # searched by an exact scan
     return sql.SQL("CREATE INDEX CONCURRENTLY {name} ON {part} USING hnsw ({column})").format(
-        name=sql.Identifier(graph_name(number, generation)),
-        part=partition_table(schema, number, generation),
+        name=sql.Identifier(graph_name(number, generation, merged=merged)),
+        part=partition_table(schema, number, generation, merged=merged),
         column=column,
     )
 
 
-def graph_name(number: int, generation: int) -> str:
-    return f"chunks_{number}_g{generation}_dense"
+def graph_name(number: int, generation: int, *, merged: bool = False) -> str:
+    return f"chunks_{number}_{'m' if merged else 'g'}{generation}_dense"
 
 
 def _partition_v1_tables(connection: psycopg.Connection, schema: str) -> None:
