@@ -386,10 +386,12 @@ def main() -> None:
         edge, postgres = results[f"{THIS_TREE} on edge"], results[f"{THIS_TREE} on postgres"]
         ratio = sum(m.chunks_per_second for m in postgres) / sum(m.chunks_per_second for m in edge)
         print(f"chunks/s, postgres / edge: {ratio:.2f}×")
-    if args.baseline and THIS_TREE in results:
-        mine = [m.chunks_per_second for m in results[THIS_TREE]]
-        theirs = [m.chunks_per_second for m in results[trees[0][0]]]
-        print(f"chunks/s, this tree / baseline: {sum(mine) / sum(theirs):.2f}×")
+    if args.baseline:  # per store: the labels carry " on <store>" when --stores is given
+        suffixes = [f" on {store}" for store in args.stores] if args.stores != ["edge"] else [""]
+        for suffix in suffixes:
+            mine = [m.chunks_per_second for m in results[THIS_TREE + suffix]]
+            theirs = [m.chunks_per_second for m in results[f"baseline {args.baseline}{suffix}"]]
+            print(f"chunks/s{suffix}, this tree / baseline: {sum(mine) / sum(theirs):.2f}×")
 
 
 if __name__ == "__main__":
