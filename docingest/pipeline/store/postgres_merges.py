@@ -43,7 +43,8 @@ FACTOR = 4
 """How many generations of one size merge into one: at 5,000 rows a generation, 100,000 rows
 are kept in at most about 3 × log4(20) + 1 generations rather than 20."""
 _COLUMNS = "id, payload, dense, keyword, terms, weights"  # all but the key and generated ones
-_SWAP_LOCK_TIMEOUT = "2s"  # give way to a long statement rather than queue every search
+_SWAP_LOCK_TIMEOUT = "500ms"  # searches queue behind the waiting swap: give way soon, try again
+_SWAP_ATTEMPTS = 5
 
 
 def merge_all(
@@ -55,8 +56,12 @@ def merge_all(
     while sources := choose(connection, schema, number, base_rows=base_rows):
         started = time.monotonic()
         copy(connection, schema, number, sources, dimensions)
-        if not swap(connection, schema, number, sources):
-            return  # the table is busy: the next round of the builder tries again
+        for _ in range(_SWAP_ATTEMPTS):
+            if swap(connection, schema, number, sources):
+                break
+            time.sleep(1.0)
+        else:
+            return  # the table stayed busy: the next round of the builder starts again
         log.info(
             "merged generations %s of chunks_%s in %.1f s",
             sources,
@@ -162,7 +167,7 @@ def copy(
 
 def swap(connection: psycopg.Connection, schema: str, number: int, sources: list[int]) -> bool:
     """Put the copy in the sources' place, in one transaction; False when the table stayed
-    locked past `_SWAP_LOCK_TIMEOUT` (the copy is then dropped by the next merge)."""
+    locked past `_SWAP_LOCK_TIMEOUT` (nothing changed then)."""
     lowest = sources[0]
     parent = chunk_table(schema, number)
     target = partition_table(schema, number, lowest, merged=True)
