@@ -322,14 +322,21 @@ def optimizer_runs(client: httpx.Client) -> float:
 
 
 def graph_builds(store: Mapping[str, str]) -> int:
-    """Index builds under way on the PostgreSQL server of `store` (0 for Edge)."""
+    """Index builds under way on the PostgreSQL server of `store`, and graph builders at work
+    (each holds its session lock through its builds, term folding and merges; 0 for Edge)."""
     url = store.get("DOCINGEST_DATABASE_URL")
     if not url:
         return 0
     import psycopg
 
+    from docingest.pipeline.store.postgres_generations import BUILD_KEY
+
     with psycopg.connect(url) as connection:
-        row = connection.execute("SELECT count(*) FROM pg_stat_progress_create_index").fetchone()
+        row = connection.execute(
+            "SELECT (SELECT count(*) FROM pg_stat_progress_create_index) + (SELECT count(*) "
+            "FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid AND granted)",
+            [BUILD_KEY],
+        ).fetchone()
     return int(row[0]) if row else 0
 
 

@@ -42,7 +42,7 @@ from docingest.pipeline.store.postgres_schema import (
 log = logging.getLogger(__name__)
 
 _SEAL_KEY = 0x7365616C  # "seal": advisory locks (this, table number) of one index's seal
-_BUILD_KEY = 0x67726166  # "graf": the session lock (this, table number) of its builder
+BUILD_KEY = 0x67726166  # "graf": the session lock (this, table number) of its builder
 
 
 def seal(
@@ -127,7 +127,7 @@ class GraphBuilder:
         options = "-c statement_timeout=0 -c lock_timeout=0"
         with psycopg.connect(self._url, autocommit=True, options=options) as connection:
             held = connection.execute(
-                "SELECT pg_try_advisory_lock(%s, %s)", [_BUILD_KEY, number]
+                "SELECT pg_try_advisory_lock(%s, %s)", [BUILD_KEY, number]
             ).fetchone()
             if not held or not held[0]:
                 return  # another process builds them; it looks again before it ends

@@ -13,7 +13,7 @@ from psycopg import sql
 
 from docingest.pipeline.sparse import encode_query
 from docingest.pipeline.store import ChunkRecord, VectorStore
-from docingest.pipeline.store.postgres_generations import _BUILD_KEY
+from docingest.pipeline.store.postgres_generations import BUILD_KEY
 from docingest.pipeline.store.postgres_merges import FACTOR, copy, swap
 from tests.pipeline.store.test_postgres_generations import (
     engine_of,
@@ -81,7 +81,7 @@ def test_rows_changed_during_a_merge_are_reconciled_at_its_swap(tmp_path: Path) 
         engine_of(store).graphs.wait(timeout=120)
         builder = psycopg.connect(postgres_url(), autocommit=True)
         # this test is the builder of table 1 now: the store's builder stays out of the way
-        builder.execute("SELECT pg_advisory_lock(%s, 1)", [_BUILD_KEY])
+        builder.execute("SELECT pg_advisory_lock(%s, 1)", [BUILD_KEY])
         copy(builder, schema, 1, [0, 1, 2], DIMS)
         # meanwhile: a document deleted, points rewritten out of a source, a new version
         # staged over a source's rows and published (its old rows retired)
