@@ -150,6 +150,9 @@ def build_index(
     store.write_chunks(name, records)
     for doc_id in data.doc_ids:
         store.publish(name, doc_id, 1)
+    graphs = getattr(store.engine, "graphs", None)
+    if graphs is not None:  # Postgres: searched through every sealed generation's graph
+        graphs.wait()
     return time.perf_counter() - started
 
 

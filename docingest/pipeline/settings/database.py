@@ -44,6 +44,17 @@ class DatabaseSettings(BaseSettings):
     """Candidates pgvector's HNSW search keeps (`hnsw.ef_search`, raised to a search's limit
     when that is larger): more is closer to an exact search and slower."""
 
+    database_generation_rows: int = Field(default=5_000, ge=100)
+    """Rows an index takes into its open generation, which has no HNSW index and is searched
+    exactly, before it is sealed and its graph built in bulk, off the write path (pgvector's
+    row-by-row insert into the graph bounded ingestion; BENCHMARKS.md, "PostgreSQL store"):
+    larger makes fewer graphs to search and a longer exact scan of the newest rows."""
+
+    database_build_memory_mb: int = Field(default=512, ge=64)
+    """`maintenance_work_mem` of a generation's graph build, in MiB, on the server: the
+    graph of 10,000 vectors of 1,536 dimensions takes about 70 MiB; one that does not fit
+    is finished on disk, several times slower."""
+
     @field_validator("database_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, url: object) -> object:

@@ -15,9 +15,11 @@ store's suite runs on this engine as on the two Qdrant ones (tests/pipeline/stor
   N the points holding a keyword vector, n those holding the term, counted through the GIN
   index on `terms`); the score is the `sparsevec` inner product. Chunks sharing no term with
   the query are not candidates, as on Qdrant.
-- Writes: a batch of points is one transaction (a live write is seen whole or not at all), a
-  publish or metadata change one `UPDATE` (jsonb `||`, Qdrant's set_payload), a retire one
-  `DELETE`: each atomic for every reader, whichever process runs it.
+- Writes: a batch of points is one transaction (a live write is seen whole or not at all): a
+  binary `COPY` into the table's open generation, whose HNSW graph is built in bulk once it
+  is sealed (`docingest.pipeline.store.postgres_generations`, `postgres_rows`). A publish or
+  metadata change is one `UPDATE` (jsonb `||`, Qdrant's set_payload), a retire one `DELETE`:
+  each atomic for every reader, whichever process runs it.
 - Connections: a `psycopg_pool` pool per process (`database_pool_size`), each connection
   checked before use so a restarted server costs one failed call, not a pool of dead ones.
   Any connection failure, a full pool or a statement timeout is `DependencyUnavailable`
@@ -31,9 +33,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-import numpy as np
 import psycopg
-from pgvector import SparseVector as PgSparse
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
@@ -43,36 +43,33 @@ from qdrant_client.hybrid.fusion import reciprocal_rank_fusion
 
 from docingest.pipeline.errors import DependencyUnavailable, IndexNotFound
 from docingest.pipeline.settings import Settings
+from docingest.pipeline.store import postgres_terms
 from docingest.pipeline.store.engine import store_description
 from docingest.pipeline.store.models import IndexConfig
 from docingest.pipeline.store.postgres_filter import FilterCompiler, Params, stored
+from docingest.pipeline.store.postgres_generations import GraphBuilder, seal
+from docingest.pipeline.store.postgres_rows import record, write_points
 from docingest.pipeline.store.postgres_schema import (
-    SPARSE_DIMENSIONS,
     chunk_table,
     create_chunk_table,
     lock,
     prepare,
 )
-from docingest.pipeline.store.postgres_search import run_query, selected
-from docingest.pipeline.store.requests import DENSE, KEYWORD, Point
-
-_UPSERT = (
-    "INSERT INTO {table} (id, payload, dense, keyword, terms, weights) "
-    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
-    "payload = EXCLUDED.payload, dense = EXCLUDED.dense, keyword = EXCLUDED.keyword, "
-    "terms = EXCLUDED.terms, weights = EXCLUDED.weights"
-)
+from docingest.pipeline.store.postgres_search import run_query
+from docingest.pipeline.store.requests import Point
 
 
 class PostgresEngine:
     """The `Engine` over one PostgreSQL schema; safe to share by threads."""
 
     writes_live = True
-    """A publish is an UPDATE, which writes every row anew (and its index entries, HNSW
-    included); one live write of a small document costs half."""
+    """A publish is an UPDATE, which writes every row anew (and its index entries); one live
+    write of a small document costs half."""
 
-    def __init__(self, pool: ConnectionPool, *, settings: Settings) -> None:
+    def __init__(self, pool: ConnectionPool, *, settings: Settings, builder: GraphBuilder) -> None:
         self._pool = pool
+        self.graphs = builder
+        self._looked: set[int] = set()  # tables whose unbuilt generations this process sought
         self._settings = settings
         self._schema = settings.database_schema
         self._filters = FilterCompiler(self._schema)
@@ -120,7 +117,13 @@ class PostgresEngine:
             name="docingest-store",
         )
         pool.open(wait=False)
-        return cls(pool, settings=settings)
+        builder = GraphBuilder(
+            url,
+            settings.database_schema,
+            memory_mb=settings.database_build_memory_mb,
+            base_rows=settings.database_generation_rows,
+        )
+        return cls(pool, settings=settings, builder=builder)
 
     # --- connections --------------------------------------------------------------------
 
@@ -166,14 +169,13 @@ class PostgresEngine:
     @contextmanager
     def _table(self, index: str) -> Iterator[tuple[psycopg.Connection, sql.Identifier]]:
         """A connection and the chunk table of `index`; `IndexNotFound` if there is none."""
-        with self._searched_table(index) as (connection, table, _):
-            yield connection, table
+        with self._searched_table(index) as (connection, number, _):
+            yield connection, chunk_table(self._schema, number)
 
     @contextmanager
-    def _searched_table(
-        self, index: str
-    ) -> Iterator[tuple[psycopg.Connection, sql.Identifier, int]]:
-        """As `_table`, with the dimensions of the index's vectors."""
+    def _searched_table(self, index: str) -> Iterator[tuple[psycopg.Connection, int, int]]:
+        """A connection, the number of the chunk table of `index` and the dimensions of its
+        vectors; `IndexNotFound` if there is none."""
         with self._connection(index) as connection:
             row = connection.execute(
                 sql.SQL(
@@ -184,14 +186,14 @@ class PostgresEngine:
             ).fetchone()
             if row is None:
                 raise IndexNotFound(f"Index '{index}' does not exist.")
-            yield connection, chunk_table(self._schema, int(row[0])), int(row[1] or 0)
+            yield connection, int(row[0]), int(row[1] or 0)
 
     def ping(self) -> None:
         with self._connection() as connection:
             connection.execute("SELECT 1")
 
     def close(self) -> None:
-        self._pool.close()
+        self._pool.close()  # a graph build runs on in the server, or is redone by the next
 
     def locked(self) -> AbstractContextManager[Any]:
         # this process's threads; other processes are kept apart by the database itself
@@ -261,8 +263,13 @@ class PostgresEngine:
             ).fetchone()
             if row is None:
                 return False
-            table = chunk_table(self._schema, int(row[0]))
-            connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+            number = int(row[0])
+            connection.execute(
+                sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+                    chunk_table(self._schema, number),
+                    postgres_terms.terms_table(self._schema, number),
+                )
+            )
         return True
 
     def payload_indexes(self, index: str) -> set[str] | None:
@@ -274,10 +281,27 @@ class PostgresEngine:
     # --- points -------------------------------------------------------------------------
 
     def upsert(self, index: str, points: Sequence[Point]) -> None:
-        rows = [_row(point) for point in points]
-        with self._table(index) as (connection, table), connection.transaction():
-            with connection.cursor() as cursor:
-                cursor.executemany(sql.SQL(_UPSERT).format(table=table), rows)
+        if not points:
+            return
+        with self._connection(index) as connection:
+            row = connection.execute(
+                sql.SQL(
+                    "SELECT table_number, generation, "
+                    "(config -> 'embedding' ->> 'dimensions')::integer FROM {} WHERE name = %s"
+                ).format(self._indexes),
+                [index],
+            ).fetchone()
+            if row is None:
+                raise IndexNotFound(f"Index '{index}' does not exist.")
+            number, generation, dimensions = int(row[0]), int(row[1]), int(row[2] or 0)
+            written = write_points(connection, self._schema, number, generation, points)
+            limit = self._settings.database_generation_rows
+            sealed = written >= limit and seal(
+                connection, self._schema, number, rows=limit, generation=generation
+            )
+        if sealed or number not in self._looked:
+            self._looked.add(number)
+            self.graphs.kick(number, dimensions)
 
     def set_payload(self, index: str, payload: dict[str, Any], selector: models.Filter) -> None:
         params: Params = [stored(payload)]
@@ -300,8 +324,14 @@ class PostgresEngine:
     def delete(self, index: str, selector: models.Filter) -> None:
         params: Params = []
         where = self._filters.compile(selector, params)
-        with self._table(index) as (connection, table):
-            connection.execute(sql.SQL("DELETE FROM {} WHERE {}").format(table, where), params)
+        with self._searched_table(index) as (connection, number, _):
+            postgres_terms.delete_counted(
+                connection,
+                chunk_table(self._schema, number),
+                postgres_terms.terms_table(self._schema, number),
+                where,
+                params,
+            )
 
     def scroll(
         self,
@@ -334,23 +364,24 @@ class PostgresEngine:
         if order_by is None and len(rows) > limit:
             following = str(rows[limit][0])
             rows = rows[:limit]
-        return [_record(row, payload, wanted) for row in rows], following
+        return [record(row, payload, wanted) for row in rows], following
 
     def query_batch(
         self, index: str, requests: Sequence[models.QueryRequest]
     ) -> list[list[models.ScoredPoint]]:
-        with self._searched_table(index) as (connection, table, dimensions):
-            return [self._run(connection, table, dimensions, request) for request in requests]
+        with self._searched_table(index) as (connection, number, dimensions):
+            return [self._run(connection, number, dimensions, request) for request in requests]
 
     def _run(
         self,
         connection: psycopg.Connection,
-        table: sql.Identifier,
+        number: int,
         dimensions: int,
         request: models.QueryRequest,
     ) -> list[models.ScoredPoint]:
         return run_query(
-            connection, table, request, self._filters,
+            connection, chunk_table(self._schema, number), request, self._filters,
+            terms=postgres_terms.terms_table(self._schema, number),
             dimensions=dimensions, ef_search=self._ef_search,
         )  # fmt: skip
 
@@ -380,37 +411,9 @@ class PostgresEngine:
             )
             for stage in prefetch
         ]
-        with self._searched_table(index) as (connection, table, dimensions):
-            lists = [self._run(connection, table, dimensions, request) for request in requests]
+        with self._searched_table(index) as (connection, number, dimensions):
+            lists = [self._run(connection, number, dimensions, request) for request in requests]
         return reciprocal_rank_fusion(lists, limit=limit, ranking_constant_k=k)
-
-
-def _row(point: Point) -> tuple[Any, ...]:
-    terms = point.sparse
-    if terms.indices:
-        folded: dict[int, float] = {}
-        for term, value in zip(terms.indices, terms.values, strict=True):
-            folded[term % SPARSE_DIMENSIONS] = folded.get(term % SPARSE_DIMENSIONS, 0.0) + value
-        keyword: PgSparse | None = PgSparse(folded, SPARSE_DIMENSIONS)
-        indices: list[int] | None = list(terms.indices)
-        values: list[float] | None = list(terms.values)
-    else:
-        keyword = indices = values = None
-    dense = np.asarray(point.dense, dtype=np.float32)
-    return (point.id, stored(point.payload), dense, keyword, indices, values)
-
-
-def _record(
-    row: Sequence[Any], keys: Sequence[str] | None, vectors: Sequence[str]
-) -> models.Record:
-    vector: dict[str, Any] | None = None
-    if vectors:
-        vector = {}
-        if DENSE in vectors:
-            vector[DENSE] = row[2].to_list()
-        if KEYWORD in vectors and row[3] is not None:
-            vector[KEYWORD] = models.SparseVector(indices=list(row[3]), values=list(row[4]))
-    return models.Record(id=str(row[0]), payload=selected(row[1], keys), vector=vector)
 
 
 def _first_line(exc: BaseException) -> str:

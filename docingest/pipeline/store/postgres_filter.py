@@ -12,6 +12,13 @@ points (tests/pipeline/store/test_filters.py runs the generated filters on all t
 - `is_empty` is a missing field, null or an empty list;
 - `must_not` holds when none of its conditions does, so a point without the field passes.
 
+The store's own `state` and `document_id` are also columns, generated from the payload by
+the server (`docingest.pipeline.store.postgres_schema`): an equality on them is compiled to
+the column, whose statistics the planner reads (a jsonb containment it estimates at 0.1 % of
+the rows whatever they hold), so a dense search walks the HNSW graph instead of sorting
+every live row. Only string values go to the column (`->>` would make the number 5 equal
+"5"), others to the payload as before.
+
 Nothing of a filter is concatenated into SQL: every value and every payload path is a bound
 parameter (a path is a `text[]` for `#>`), and the only identifier, the schema of `rfc3339()`,
 is quoted by `psycopg.sql.Identifier`. The SQL text itself comes from the constants below.
@@ -30,6 +37,8 @@ from qdrant_client import models
 Params = list[Any]
 
 _TRUE = sql.SQL("TRUE")
+_COLUMNS = {"state": sql.SQL("state"), "document_id": sql.SQL("document_id")}
+"""Payload keys the store writes as strings, kept in generated columns of the same name."""
 _RANGE_OPS = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 _NUMBER_PATHS = {
     frozenset(ops): "lax $[*] ? (@.type() == \"number\""
@@ -158,6 +167,16 @@ class FilterCompiler:
 
 def _any_of(path: list[str], values: Sequence[Any], params: Params) -> sql.Composable:
     """The field equals one of `values`, or holds a list with one of them."""
+    column = _COLUMNS.get(path[0]) if len(path) == 1 else None
+    if column is not None and values and all(isinstance(value, str) for value in values):
+        # NULL-safe, so that NOT of it holds for a point without the field, as Qdrant's
+        if len(values) == 1:
+            params.append(without_nul(values[0]))
+            test = "({column} IS NOT NULL AND {column} = %s::text)"
+        else:
+            params.append([without_nul(value) for value in values])
+            test = "({column} IS NOT NULL AND {column} = ANY(%s::text[]))"
+        return sql.SQL(test).format(column=column)
     documents = []
     for value in values:
         documents.append(stored(nested(path, value)))

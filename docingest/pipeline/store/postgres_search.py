@@ -13,8 +13,14 @@ from pgvector import SparseVector as PgSparse
 from psycopg import sql
 from qdrant_client import models
 
+from docingest.pipeline.store import postgres_terms
 from docingest.pipeline.store.postgres_filter import FilterCompiler, Params
-from docingest.pipeline.store.postgres_schema import SPARSE_DIMENSIONS, dense_distance
+from docingest.pipeline.store.postgres_schema import (
+    HALFVEC_HNSW_DIMENSIONS,
+    SPARSE_DIMENSIONS,
+    VECTOR_HNSW_DIMENSIONS,
+    dense_distance,
+)
 from docingest.pipeline.store.requests import DENSE, KEYWORD
 
 MAX_EF_SEARCH = 1000
@@ -27,74 +33,86 @@ def run_query(
     request: models.QueryRequest,
     filters: FilterCompiler,
     *,
+    terms: sql.Identifier,
     dimensions: int,
     ef_search: int,
 ) -> list[models.ScoredPoint]:
     """The points nearest one dense or keyword query among the filtered, best first (scores
-    higher-is-better, as Qdrant's)."""
+    higher-is-better, as Qdrant's); `terms` is the table's term table (`postgres_terms`)."""
     if request.prefetch is not None or request.offset:
         raise TypeError("no Postgres translation for prefetch or offset in a batch query")
     limit = request.limit or 10
     params: Params = []
+    # The third column is a distance, ordered by its name so that it is computed once a row
+    # (written twice, an exact scan detoasted and compared each vector twice: 1.6× the time)
+    to_score = _negated
     if request.using == KEYWORD:
         if not isinstance(request.query, models.SparseVector):
             raise TypeError(f"no Postgres translation for the query {request.query!r}")
-        weighted = idf_weighted(connection, table, request.query)
+        weighted = idf_weighted(connection, terms, request.query)
         if weighted is None:
             return []
         params.extend([weighted, list(request.query.indices)])
-        score = sql.SQL("-(keyword <#> %s)")
+        column = sql.SQL("keyword <#> %s AS distance")
         where: sql.Composable = sql.SQL("terms && %s::integer[] AND {}").format(
             filters.compile(request.filter, params)
         )
-        params.extend([weighted, limit])
-        order: sql.Composable = sql.SQL("keyword <#> %s, id LIMIT %s")
+        order: sql.Composable = sql.SQL("distance, id LIMIT %s")
     elif request.using == DENSE and isinstance(request.query, list):
         vector = np.asarray(request.query, dtype=np.float32)
         params.append(vector)
-        score = sql.SQL("1 - (dense <=> %s)")
+        column, to_score = sql.SQL("dense <=> %s AS distance"), _cosine
         where = filters.compile(request.filter, params)
-        params.extend([vector, limit])
-        order = sql.SQL("{} LIMIT %s").format(dense_distance(dimensions))
+        order = sql.SQL("distance LIMIT %s")
+        if VECTOR_HNSW_DIMENSIONS < dimensions <= HALFVEC_HNSW_DIMENSIONS:
+            # the graph orders by half-precision distances; the score stays exact
+            params.append(vector)
+            order = sql.SQL("{} LIMIT %s").format(dense_distance(dimensions))
     else:
         raise TypeError(f"no Postgres translation for the query {request!r}")
+    params.append(limit)
     statement = sql.SQL("SELECT id, payload, {} FROM {} WHERE {} ORDER BY {}").format(
-        score, table, where, order
+        column, table, where, order
     )
     keys = request.with_payload if isinstance(request.with_payload, list) else None
     with connection.transaction():
+        if request.using == DENSE:
+            # Each sealed generation has its graph, the open one none. pgvector's estimate
+            # has a graph of 10,000 rows visit most of them, and the planner does not count
+            # the TOAST reads of an exact scan, so it sorted every generation (410 ms against
+            # 90 at 15,000 rows; BENCHMARKS.md, "PostgreSQL store"). Without a sequential
+            # scan, it walks the graphs, and the index of a selective filter stays a choice.
+            connection.execute("SET LOCAL enable_seqscan = off")
         if request.using == DENSE and limit > ef_search:  # HNSW keeps at least `limit`
             wider = sql.Literal(min(limit, MAX_EF_SEARCH))
             connection.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(wider))
         rows = connection.execute(statement, params).fetchall()
+    scored = [(row, to_score(float(row[2]))) for row in rows]
     if request.using == DENSE:  # a half-precision graph orders by approximate distances
-        rows.sort(key=lambda row: -float(row[2]))
+        scored.sort(key=lambda pair: -pair[1])
     threshold = request.score_threshold
     return [
-        models.ScoredPoint(
-            id=str(row[0]), version=0, score=float(row[2]), payload=selected(row[1], keys)
-        )
-        for row in rows
-        if threshold is None or float(row[2]) >= threshold
+        models.ScoredPoint(id=str(row[0]), version=0, score=score, payload=selected(row[1], keys))
+        for row, score in scored
+        if threshold is None or score >= threshold
     ]
 
 
+def _negated(distance: float) -> float:
+    return -distance
+
+
+def _cosine(distance: float) -> float:
+    """Qdrant's cosine score of pgvector's cosine distance."""
+    return 1 - distance
+
+
 def idf_weighted(
-    connection: psycopg.Connection, table: sql.Identifier, query: models.SparseVector
+    connection: psycopg.Connection, terms: sql.Identifier, query: models.SparseVector
 ) -> PgSparse | None:
-    """The query's keyword vector with each weight times its term's IDF (Qdrant's formula);
-    None for an index without keyword vectors."""
-    row = connection.execute(
-        sql.SQL(
-            "SELECT (SELECT count(*) FROM {table} WHERE terms IS NOT NULL), "
-            "ARRAY(SELECT (SELECT count(*) FROM {table} WHERE terms @> ARRAY[term]) "
-            "FROM unnest(%s::integer[]) WITH ORDINALITY AS query(term, position) "
-            "ORDER BY position)"
-        ).format(table=table),
-        [list(query.indices)],
-    ).fetchone()
-    assert row is not None
-    points, frequencies = int(row[0]), row[1]
+    """The query's keyword vector with each weight times its term's IDF (Qdrant's formula,
+    over the frequencies `postgres_terms` keeps); None for an index without keyword vectors."""
+    points, frequencies = postgres_terms.frequencies(connection, terms, list(query.indices))
     if not points:
         return None
     weights: dict[int, float] = {}
