@@ -47,7 +47,8 @@ from docingest.pipeline.store import postgres_terms
 from docingest.pipeline.store.engine import store_description
 from docingest.pipeline.store.models import IndexConfig
 from docingest.pipeline.store.postgres_filter import FilterCompiler, Params, stored
-from docingest.pipeline.store.postgres_generations import GraphBuilder, seal
+from docingest.pipeline.store.postgres_generations import GraphBuilder, seal, stop_builders
+from docingest.pipeline.store.postgres_merges import drop_leftovers
 from docingest.pipeline.store.postgres_rows import record, write_points
 from docingest.pipeline.store.postgres_schema import (
     chunk_table,
@@ -264,6 +265,8 @@ class PostgresEngine:
             if row is None:
                 return False
             number = int(row[0])
+            stop_builders(connection, number)
+            drop_leftovers(connection, self._schema, number)  # a merge's unattached copy
             connection.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
                     chunk_table(self._schema, number),

@@ -72,6 +72,18 @@ def seal(
     return True
 
 
+def stop_builders(connection: psycopg.Connection, number: int) -> None:
+    """End the sessions that build table `number`'s graphs, in any process, before the table
+    is dropped: a `CREATE INDEX CONCURRENTLY` waits for the dropping transaction, which waits
+    for its table lock, and PostgreSQL would abort one of the two as a deadlock. A build cut
+    short leaves an invalid index, which the drop takes with its table."""
+    connection.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+        "AND classid = %s AND objid = %s AND objsubid = 2 AND pid <> pg_backend_pid()",
+        [BUILD_KEY, number],
+    )
+
+
 class GraphBuilder:
     """Builds the HNSW index of every sealed generation that lacks a valid one, then merges
     generations, a thread per index, each on a connection of its own (a build outlasts any

@@ -5,6 +5,8 @@ merge reconciled at its swap, and a merge stopped before its swap leaving every 
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +133,63 @@ def test_a_merge_stopped_before_its_swap_leaves_every_row_once(tmp_path: Path) -
         assert graphs(schema) == {"chunks_1_g0": True, "chunks_1_g4": False}
         assert rows_and_ids(schema) == (400, 400)
         nearest_are_themselves(store, chunks + more)
+
+
+def test_an_index_deleted_while_its_graph_builds_is_dropped_whole(tmp_path: Path) -> None:
+    """A delete during a `CREATE INDEX CONCURRENTLY` (which waits for the deleting transaction
+    while that waits for its table) would deadlock: the delete ends the build first, and drops
+    a merge's unattached copy with the table."""
+    settings = settings_for(tmp_path)
+    schema = settings.database_schema
+    with VectorStore.open(settings) as store:
+        store.create_index("docs", CONFIG)
+        written(store, 2 * (FACTOR - 1) + 1)
+        engine_of(store).graphs.wait(timeout=120)
+        builder = psycopg.connect(postgres_url(), autocommit=True)
+        builder.execute("SELECT pg_advisory_lock(%s, 1)", [BUILD_KEY])
+        copy(builder, schema, 1, [0, 1, 2], DIMS)  # a merge stopped before its swap
+        # an old snapshot holds the builder's next build in its wait for older snapshots
+        reader = psycopg.connect(postgres_url())
+        reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        reader.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, "chunks_1"))
+        )
+        ended: list[BaseException] = []
+
+        def build() -> None:
+            try:
+                builder.execute(
+                    sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} (document_id)").format(
+                        sql.Identifier("held_build"), sql.Identifier(schema, "chunks_1_g0")
+                    )
+                )
+            except psycopg.Error as exc:
+                ended.append(exc)
+
+        building = threading.Thread(target=build)
+        building.start()
+        with psycopg.connect(postgres_url(), autocommit=True) as watcher:
+            deadline = time.monotonic() + 60
+            while not watcher.execute(
+                "SELECT 1 FROM pg_stat_progress_create_index WHERE pid = %s",
+                [builder.info.backend_pid],
+            ).fetchone():
+                assert time.monotonic() < deadline, "the build never started"
+                time.sleep(0.05)
+        deleted: list[bool] = []
+        deleting = threading.Thread(target=lambda: deleted.append(store.delete_index("docs")))
+        deleting.start()
+        building.join(timeout=60)  # ended by the delete, before it drops anything
+        reader.rollback()  # the delete waited only for this reader's lock on the table
+        deleting.join(timeout=60)
+        reader.close()
+        assert not building.is_alive() and ended, "the build was not ended"
+        assert deleted == [True]
+        with psycopg.connect(postgres_url(), autocommit=True) as connection:
+            left = connection.execute(
+                "SELECT relname FROM pg_class JOIN pg_namespace ON pg_namespace.oid = relnamespace "
+                "WHERE nspname = %s AND relname ~ '^(chunks|terms)_1'",
+                [schema],
+            ).fetchall()
+        assert left == []
+        assert store.list_indexes() == []
