@@ -50,19 +50,7 @@ def tiny_objects_pdf(count: int) -> bytes:
         b"BT /F1 1 Tf %d %d Td (x) Tj ET" % (10 + (n % columns) * 1.5, 780 - (n // columns) * 3)
         for n in range(count)
     )
-    page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>"
-    )
-    return build_pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
-            stream(content),
-            _HELVETICA,
-            page,
-        ]
-    )
+    return helvetica_page(content)
 
 
 def tagged_table_pdf(rows: int, *, nested: bool = False) -> bytes:
@@ -163,19 +151,7 @@ def aligned_table_pdf(
         step = 400 / rules
         content.append(b"0.1 w 72 %g m 472 %g l S" % (y - k * step * 0.5, y - k * step * 0.5))
         content.append(b"0.1 w %g %g m %g %g l S" % (72 + k * step, y, 72 + k * step, y - 200))
-    page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>" % height
-    )
-    return build_pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
-            stream(b"\n".join(content)),
-            _HELVETICA,
-            page,
-        ]
-    )
+    return helvetica_page(b"\n".join(content), height)
 
 
 def ruled_table_pdf(
@@ -193,13 +169,13 @@ def ruled_table_pdf(
     top = height - 52
     ys = [top]
     for row in rows:
-        height = 14 * max(cell.count("\n") + 1 for cell in row) + 6
+        row_height = 14 * max(cell.count("\n") + 1 for cell in row) + 6
         for column, cell in enumerate(row):
             for n, text in enumerate(cell.split("\n")):
                 y = ys[-1] - 14 - 14 * n
                 x = 76 + 150 * column
                 content.append(b"BT /F1 10 Tf %g %g Td (%s) Tj ET" % (x, y, _escape(text)))
-        ys.append(ys[-1] - height)
+        ys.append(ys[-1] - row_height)
     for y in ys:  # borders drawn cell by cell, as Chromium and LibreOffice draw them
         for column in range(len(rows[0])):
             content.append(b"%g %g 150 0.5 re f" % (72 + 150 * column, y))
@@ -207,19 +183,7 @@ def ruled_table_pdf(
         content.append(b"%g %g 0.5 %g re f" % (72 + 150 * column, ys[-1], ys[0] - ys[-1]))
     for n in range(dashes):
         content.append(b"%g %g 3 0.3 re f" % (20 + (n % 115) * 5, 300 - (n // 115) * 2))
-    page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>" % height
-    )
-    return build_pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
-            stream(b"\n".join(content)),
-            _HELVETICA,
-            page,
-        ]
-    )
+    return helvetica_page(b"\n".join(content), height)
 
 
 def placed_pdf(
@@ -233,15 +197,20 @@ def placed_pdf(
         for text, size, x, y in texts
     ]
     content += [b"0.5 w %g %g m %g %g l S" % (x0, y, x1, y) for x0, x1, y in rules]
+    return helvetica_page(b"\n".join(content))
+
+
+def helvetica_page(content: bytes, height: float = 792) -> bytes:
+    """A one-page PDF of `content` (a content stream) in Helvetica as /F1, 612 points wide."""
     page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>"
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>" % height
     )
     return build_pdf(
         [
             b"<< /Type /Catalog /Pages 2 0 R >>",
             b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
-            stream(b"\n".join(content)),
+            stream(content),
             _HELVETICA,
             page,
         ]
