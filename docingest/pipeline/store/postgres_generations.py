@@ -77,11 +77,15 @@ def stop_builders(connection: psycopg.Connection, number: int) -> None:
     is dropped: a `CREATE INDEX CONCURRENTLY` waits for the dropping transaction, which waits
     for its table lock, and PostgreSQL would abort one of the two as a deadlock. A build cut
     short leaves an invalid index, which the drop takes with its table."""
-    connection.execute(
-        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
-        "AND classid = %s AND objid = %s AND objsubid = 2 AND pid <> pg_backend_pid()",
-        [BUILD_KEY, number],
-    )
+    try:
+        with connection.transaction():  # a savepoint: a refusal leaves the delete going
+            connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND classid = %s AND objid = %s AND objsubid = 2 AND pid <> pg_backend_pid()",
+                [BUILD_KEY, number],
+            )
+    except psycopg.errors.InsufficientPrivilege:  # a builder of another role: wait for it
+        log.warning("cannot end the graph builds of chunks_%s (another role's)", number)
 
 
 class GraphBuilder:
