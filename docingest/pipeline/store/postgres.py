@@ -178,16 +178,22 @@ class PostgresEngine:
         """A connection, the number of the chunk table of `index` and the dimensions of its
         vectors; `IndexNotFound` if there is none."""
         with self._connection(index) as connection:
-            row = connection.execute(
-                sql.SQL(
-                    "SELECT table_number, (config -> 'embedding' ->> 'dimensions')::integer "
-                    "FROM {} WHERE name = %s"
-                ).format(self._indexes),
-                [index],
-            ).fetchone()
-            if row is None:
-                raise IndexNotFound(f"Index '{index}' does not exist.")
-            yield connection, int(row[0]), int(row[1] or 0)
+            number, _, dimensions = self._table_of(connection, index)
+            yield connection, number, dimensions
+
+    def _table_of(self, connection: psycopg.Connection, index: str) -> tuple[int, int, int]:
+        """The number of the chunk table of `index`, its open generation and its vectors'
+        dimensions; `IndexNotFound` if there is none."""
+        row = connection.execute(
+            sql.SQL(
+                "SELECT table_number, generation, "
+                "(config -> 'embedding' ->> 'dimensions')::integer FROM {} WHERE name = %s"
+            ).format(self._indexes),
+            [index],
+        ).fetchone()
+        if row is None:
+            raise IndexNotFound(f"Index '{index}' does not exist.")
+        return int(row[0]), int(row[1]), int(row[2] or 0)
 
     def ping(self) -> None:
         with self._connection() as connection:
@@ -287,16 +293,7 @@ class PostgresEngine:
         if not points:
             return
         with self._connection(index) as connection:
-            row = connection.execute(
-                sql.SQL(
-                    "SELECT table_number, generation, "
-                    "(config -> 'embedding' ->> 'dimensions')::integer FROM {} WHERE name = %s"
-                ).format(self._indexes),
-                [index],
-            ).fetchone()
-            if row is None:
-                raise IndexNotFound(f"Index '{index}' does not exist.")
-            number, generation, dimensions = int(row[0]), int(row[1]), int(row[2] or 0)
+            number, generation, dimensions = self._table_of(connection, index)
             written = write_points(connection, self._schema, number, generation, points)
             limit = self._settings.database_generation_rows
             sealed = written >= limit and seal(
