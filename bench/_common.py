@@ -24,3 +24,22 @@ def machine() -> str:
     names = re.findall(r"model name\s*:\s*(.+)", cpuinfo.read_text()) if cpuinfo.exists() else []
     model = names[0] if names else platform.machine()
     return f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def run_in_trees(script: str, child_args: list[str], baseline: Path | None) -> None:
+    """Run `script --child *child_args` once per tree (the baseline first, then this one),
+    each with its own code first on the path, and print each child's last word and the load
+    average at start and end: the previous code beside this one in one run."""
+    import subprocess
+    import sys
+
+    print(f"load average at start: {os.getloadavg()}")
+    trees = [("this tree", REPO)]
+    if baseline:
+        trees.insert(0, (f"baseline {baseline}", baseline.resolve()))
+    for label, tree in trees:
+        command = [sys.executable, script, "--child", *child_args]
+        env = os.environ | {"PYTHONPATH": str(tree)}
+        result = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
+        print(f"{label}: {result.stdout.strip() or result.stderr.strip()[-2000:]}", flush=True)
+    print(f"load average at end: {os.getloadavg()}")

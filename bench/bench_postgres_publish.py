@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+from _common import run_in_trees  # noqa: E402
 
 
 def child(points: int, dimensions: int, preload: int) -> None:
@@ -84,17 +84,18 @@ def main() -> None:
         sys.path.append(str(REPO))  # the tests' support, after the tree's own code
         child(args.points, args.dimensions, args.preload)
         return
-    print(f"load average at start: {os.getloadavg()}")
-    trees = [("this tree", REPO)]
-    if args.baseline:
-        trees.insert(0, (f"baseline {args.baseline}", args.baseline.resolve()))
-    for label, tree in trees:
-        command = [sys.executable, __file__, "--child", "--points", str(args.points)]
-        command += ["--dimensions", str(args.dimensions), "--preload", str(args.preload)]
-        env = os.environ | {"PYTHONPATH": str(tree)}
-        result = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
-        print(f"{label}: {result.stdout.strip() or result.stderr.strip()[-2000:]}", flush=True)
-    print(f"load average at end: {os.getloadavg()}")
+    run_in_trees(
+        __file__,
+        [
+            "--points",
+            str(args.points),
+            "--dimensions",
+            str(args.dimensions),
+            "--preload",
+            str(args.preload),
+        ],
+        args.baseline,
+    )
 
 
 if __name__ == "__main__":

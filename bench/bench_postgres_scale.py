@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -28,6 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+from _common import run_in_trees  # noqa: E402
+
 CORPUS = REPO.parent / "shared" / "corpus" / "markdown"
 
 
@@ -107,17 +108,9 @@ def main() -> None:
         sys.path.append(str(REPO))  # the tests' support, after the tree's own code
         child(args.rows, args.dimensions)
         return
-    print(f"load average at start: {os.getloadavg()}")
-    trees = [("this tree", REPO)]
-    if args.baseline:
-        trees.insert(0, (f"baseline {args.baseline}", args.baseline.resolve()))
-    for label, tree in trees:
-        command = [sys.executable, __file__, "--child", "--rows", str(args.rows)]
-        command += ["--dimensions", str(args.dimensions)]
-        env = os.environ | {"PYTHONPATH": str(tree)}
-        result = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
-        print(f"{label}: {result.stdout.strip() or result.stderr.strip()[-2000:]}", flush=True)
-    print(f"load average at end: {os.getloadavg()}")
+    run_in_trees(
+        __file__, ["--rows", str(args.rows), "--dimensions", str(args.dimensions)], args.baseline
+    )
 
 
 if __name__ == "__main__":
