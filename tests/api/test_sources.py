@@ -154,6 +154,26 @@ def test_a_folder_source_brings_changes_keeps_and_prunes(
     )
 
 
+def test_an_index_deleted_under_its_source_comes_back_whole_at_the_next_run(
+    client: httpx.Client, folder_root: Path
+) -> None:
+    folder = folder_root / "reborn"
+    folder.mkdir()
+    for name in ("one.txt", "two.txt"):
+        (folder / name).write_text(f"The {name} file about herons.")
+    body = {"type": "folder", "config": {"path": str(folder)}}
+    assert client.put("/v1/indexes/srcreborn/sources/f", json=body).status_code == 201
+    assert sync_and_wait(client, "srcreborn", "f")["counts"]["new"] == 2
+
+    assert client.delete("/v1/indexes/srcreborn").status_code == 204
+    shown = client.get("/v1/indexes/srcreborn/sources/f")
+    assert shown.status_code == 200, "the source outlives its index"
+    again = sync_and_wait(client, "srcreborn", "f")
+    # With the fingerprints kept, both would count as unchanged and the index stay empty.
+    assert (again["counts"]["new"], again["counts"]["unchanged"]) == (2, 0), again
+    assert set(_documents(client, "srcreborn")) == {"one.txt", "two.txt"}
+
+
 def test_an_s3_source_follows_changes_and_deletions(client: httpx.Client, s3: S3Server) -> None:
     s3.client.create_bucket(Bucket="notes-bucket")
     for number in range(12):

@@ -14,6 +14,7 @@ from docingest.pipeline.errors import IndexNotFound
 from docingest.pipeline.jobs.usage import IndexUsage
 from docingest.pipeline.rerank import RerankConfig, reranker_factory
 from docingest.pipeline.services import Services
+from docingest.pipeline.sources.store import source_store
 from docingest.pipeline.store import IndexConfig, IndexInfo, Reader
 from docingest.pipeline.store.access import AccessMode
 from docingest.pipeline.store.schema import MetadataSchema, check_schema
@@ -141,8 +142,11 @@ def get_index(index: AuthorizedIndex, services: ServicesDep, reader: ReaderDep) 
 @router.delete("/{index}", status_code=204)
 def delete_index(index: AuthorizedIndex, services: ServicesDep, caller: CallerDep) -> Response:
     """Remove the index, all its vectors and its usage (an admin's: it removes documents
-    other callers may not see)."""
+    other callers may not see). Its sources stay, and their next runs bring everything back."""
     caller.check_admin("Deleting an index")
     if not services.delete_index(index):
         raise IndexNotFound(f"Index '{index}' does not exist.")
+    # After the delete, not before: a run comparing items in between finds them unchanged,
+    # and its next run, fingerprints gone, brings them.
+    source_store(services).forget_fingerprints(index)
     return Response(status_code=204)

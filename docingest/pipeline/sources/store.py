@@ -120,6 +120,15 @@ class SourceStore:
             removed = pipe.execute()[0]
         return bool(removed)
 
+    def forget_fingerprints(self, index: str) -> None:
+        """Forget what every source of `index` brought, so that each one's next run brings it
+        all again: called when the index itself is deleted, whose documents those
+        fingerprints described (kept, a run would find nothing changed and bring nothing)."""
+        with map_redis_errors():
+            names = self._redis.hkeys(self.keys.sources(index))
+            if names:
+                self._redis.delete(*[self.of(index, name).items for name in names])
+
     def item_ids(self, index: str, name: str) -> list[str]:
         with map_redis_errors():
             return list(self._redis.hkeys(self.of(index, name).items))
