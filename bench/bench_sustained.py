@@ -247,7 +247,7 @@ def _measure(
         chunks, seconds, failed = finished_span(run.jobs, run.started + offset)
         measured = Measured(label, chunks, seconds, failed, run.searches, clock_offset=offset)
         if args.diagnose and store:
-            measured.diagnosis = diagnose(measured, logged)
+            measured.diagnosis = diagnose(measured, logged) + [pool_waits(env.base_url)]
         settle_store(env.base_url, store)
         measured.idle = idle_searches(env.base_url)
         measured.memory = memory(api.popen.pid)
@@ -357,6 +357,26 @@ def diagnose(measured: Measured, offset: int) -> list[str]:
         kept.write_bytes(stream.read())
     statements, waits, seals = _postgres_diagnosis.read(log, offset)
     return _postgres_diagnosis.report(searched, statements, waits, seals)
+
+
+def pool_waits(base_url: str) -> str:
+    """The service's waits for a pooled connection so far (all callers), from /metrics."""
+    buckets, count, total = {}, 0.0, 0.0
+    for line in httpx.get(f"{base_url}/metrics", timeout=30).text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith("docingest_store_pool_wait_seconds_bucket"):
+            buckets[name.split('le="')[1].split('"')[0]] = float(value)
+        elif name.startswith("docingest_store_pool_wait_seconds_count"):
+            count = float(value)
+        elif name.startswith("docingest_store_pool_wait_seconds_sum"):
+            total = float(value)
+    if not count:
+        return "pool waits: not measured (no docingest_store_pool_wait_seconds)"
+    slow = count - buckets.get("0.025", count)
+    return (
+        f"pool waits: {count:.0f} connections taken, mean {total / count * 1000:.1f} ms, "
+        f"{slow:.0f} over 25 ms, {count - buckets.get('0.1', count):.0f} over 100 ms"
+    )
 
 
 def graph_builds(store: Mapping[str, str]) -> int:
