@@ -3,7 +3,8 @@
 Run: .venv/bin/python bench/bench_sustained.py [--copies 8] [--preload-copies 0]
      [--latency-ms 10] [--searchers 1] [--baseline DIR] [--repeat 1] [--pauses]
      [--stores edge [postgres]] [--dimensions 1536] [--vectors random|words]
-     [--setting DOCINGEST_NAME=VALUE ...]
+     [--setting DOCINGEST_NAME=VALUE ...] [--setting-this DOCINGEST_NAME=VALUE ...]
+     [--diagnose]
 
 What was measured from outside (issue 23), as a script: War and Peace and the Jargon File,
 `--copies` copies of each under distinct document ids, uploaded at once (one client per
@@ -33,7 +34,12 @@ then this one, in the same run): chunks, seconds from the first upload to the la
 took over 150 ms and over 1 s; the builds' count and longest, and the longest flush (from the
 service's log); then, the store settled, the p50 of searches with nothing ingested. With
 `--pauses`, each search over 100 ms beside what the store was doing when it started (an
-optimizer run or a flush), so a pause has a name.
+optimizer run or a flush), so a pause has a name. `--setting-this` gives this tree's service a
+setting the baseline's lacks (a setting weighed against the previous code in one run). With
+`--diagnose` (Postgres), the private server logs every statement, and each search's time is
+split into its statements, the service's time around them and before and after it, beside
+the server's graph builds, merges and `COPY`s (`_postgres_diagnosis.py`); the server's log
+of each run is kept in the temporary directory beside the service's.
 """
 
 from __future__ import annotations
@@ -98,6 +104,7 @@ class Measured:
     clock_offset: float = 0.0  # time.time() - time.monotonic() in this process
     idle: list[float] = field(default_factory=list)  # seconds of searches once settled
     memory: str = ""  # of the process serving the API
+    diagnosis: list[str] = field(default_factory=list)  # --diagnose: the server's view
 
     @property
     def chunks_per_second(self) -> float:
@@ -208,6 +215,8 @@ def _measure(
     store: dict[str, str],
 ) -> Measured:
     settings = dict(setting.split("=", 1) for setting in args.setting) | store
+    if code is None:  # this tree's own settings, to weigh a setting against the baseline
+        settings |= dict(setting.split("=", 1) for setting in args.setting_this)
     settings.setdefault("DOCINGEST_EMBEDDING_DIMENSIONS", str(args.dimensions))
     latency, words = args.latency_ms / 1000, args.vectors == "words"
     with serving(data_dir, code, latency, settings, words, args.workers) as (env, api):
@@ -225,6 +234,7 @@ def _measure(
             settle_store(env.base_url, store)
         print(f"{label}: {2 * args.copies} uploads at once, searches running", flush=True)
         offset = time.time() - time.monotonic()
+        logged = server_log_size() if args.diagnose and store else 0
         run = run_load(
             env.base_url,
             plan(corpus, args.copies, first=args.preload_copies),
@@ -236,6 +246,8 @@ def _measure(
         )
         chunks, seconds, failed = finished_span(run.jobs, run.started + offset)
         measured = Measured(label, chunks, seconds, failed, run.searches, clock_offset=offset)
+        if args.diagnose and store:
+            measured.diagnosis = diagnose(measured, logged) + [pool_waits(env.base_url)]
         settle_store(env.base_url, store)
         measured.idle = idle_searches(env.base_url)
         measured.memory = memory(api.popen.pid)
@@ -321,6 +333,52 @@ def optimizer_runs(client: httpx.Client) -> float:
     return 0.0
 
 
+def server_log_size() -> int:
+    from tests.support.engines import postgres_server
+
+    return postgres_server().log.stat().st_size
+
+
+def diagnose(measured: Measured, offset: int) -> list[str]:
+    """Where the searches' time went, from the private server's statement log."""
+    import _postgres_diagnosis
+
+    from tests.support.engines import postgres_server
+
+    searched = [
+        (s.started + measured.clock_offset, s.seconds, (s.took_ms or 0.0) / 1000)
+        for s in measured.searches
+        if s.status == 200
+    ]
+    log = postgres_server().log
+    kept = Path(tempfile.gettempdir()) / f"bench-sustained-{measured.label.split()[0]}-pg.log"
+    with log.open("rb") as stream:  # the server's log goes with it; kept for a look
+        stream.seek(offset)
+        kept.write_bytes(stream.read())
+    statements, waits, seals = _postgres_diagnosis.read(log, offset)
+    return _postgres_diagnosis.report(searched, statements, waits, seals)
+
+
+def pool_waits(base_url: str) -> str:
+    """The service's waits for a pooled connection so far (all callers), from /metrics."""
+    buckets, count, total = {}, 0.0, 0.0
+    for line in httpx.get(f"{base_url}/metrics", timeout=30).text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name.startswith("docingest_store_pool_wait_seconds_bucket"):
+            buckets[name.split('le="')[1].split('"')[0]] = float(value)
+        elif name.startswith("docingest_store_pool_wait_seconds_count"):
+            count = float(value)
+        elif name.startswith("docingest_store_pool_wait_seconds_sum"):
+            total = float(value)
+    if not count:
+        return "pool waits: not measured (no docingest_store_pool_wait_seconds)"
+    slow = count - buckets.get("0.025", count)
+    return (
+        f"pool waits: {count:.0f} connections taken, mean {total / count * 1000:.1f} ms, "
+        f"{slow:.0f} over 25 ms, {count - buckets.get('0.1', count):.0f} over 100 ms"
+    )
+
+
 def graph_builds(store: Mapping[str, str]) -> int:
     """Index builds under way on the PostgreSQL server of `store`, and graph builders at work
     (each holds its session lock through its builds, term folding and merges; 0 for Edge)."""
@@ -354,6 +412,10 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout, run first")
     parser.add_argument("--pauses", action="store_true", help="list each search over 100 ms")
     parser.add_argument("--dimensions", type=int, default=1536)
+    parser.add_argument(
+        "--diagnose", action="store_true",
+        help="on Postgres: log every statement and say where the searches' time went",
+    )  # fmt: skip
     parser.add_argument("--vectors", choices=("random", "words"), default="random")
     parser.add_argument(
         "--stores", nargs="+", choices=("edge", "postgres"), default=["edge"],
@@ -366,6 +428,10 @@ def main() -> None:
         metavar="DOCINGEST_NAME=VALUE",
         help="a setting for the service of every tree (repeatable)",
     )
+    parser.add_argument(
+        "--setting-this", action="append", default=[], metavar="DOCINGEST_NAME=VALUE",
+        help="a setting for this tree's service only (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     trees: list[tuple[str, Path | None]] = [(THIS_TREE, None)]
@@ -377,6 +443,12 @@ def main() -> None:
         f"{args.dimensions} dimensions, {args.vectors} vectors, {args.copies} copies of each book"
     )
     print(f"load average at start: {os.getloadavg()}")
+    if args.diagnose and "postgres" in args.stores:
+        import _postgres_diagnosis
+
+        from tests.support.engines import postgres_url
+
+        _postgres_diagnosis.enable(postgres_url())
     if args.stores != ["edge"]:
         trees = [(f"{label} on {store}", code) for label, code in trees for store in args.stores]
     results: dict[str, list[Measured]] = {label: [] for label, _ in trees}
@@ -386,6 +458,8 @@ def main() -> None:
             measured = measure(label, code, args, store)
             results[label].append(measured)
             print(measured.line(), flush=True)
+            for line in measured.diagnosis:
+                print(f"  {line}", flush=True)
             if args.pauses:
                 print("\n".join(measured.pauses()) or "  no search over 100 ms", flush=True)
     print(f"load average at end: {os.getloadavg()}")

@@ -51,6 +51,11 @@ STORE_GRAPH_BUILDS = Gauge(
     "docingest_store_graph_builds_running",
     "PostgreSQL store: HNSW graphs of sealed generations this process is building now.",
 )
+STORE_POOL_WAIT_SECONDS = Histogram(
+    "docingest_store_pool_wait_seconds",
+    "PostgreSQL store: time to take a connection from this process's pool (its check too).",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30),
+)
 STORE_FLUSH_SECONDS = Histogram(
     "docingest_store_flush_duration_seconds",
     "Time of one flush of an embedded (Edge) shard (segments persisted, WAL truncated).",

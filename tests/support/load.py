@@ -132,6 +132,7 @@ class Searched:
     status: int
     results: list[Json] = field(repr=False)
     detail: str = ""
+    took_ms: float | None = None  # the service's own time for it (the response's `took_ms`)
 
 
 @dataclass
@@ -228,9 +229,12 @@ def _search_loop(
                 continue
             seconds = time.monotonic() - started
             ok = response.status_code == 200
-            results = response.json()["results"] if ok else []
+            answer: Json = response.json() if ok else {"results": []}
             detail = "" if ok else response.text[:300]
-            out.append(Searched(started, seconds, response.status_code, results, detail))
+            took_ms = answer.get("took_ms")
+            out.append(
+                Searched(started, seconds, response.status_code, answer["results"], detail, took_ms)
+            )
 
 
 def run_load(

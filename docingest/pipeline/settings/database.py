@@ -55,6 +55,21 @@ class DatabaseSettings(BaseSettings):
     graph of 10,000 vectors of 1,536 dimensions takes about 70 MiB; one that does not fit
     is finished on disk, several times slower."""
 
+    database_build_workers: int = Field(default=1, ge=0, le=8)
+    """Parallel workers of a graph build besides its own process
+    (`max_parallel_maintenance_workers`): each takes a CPU of the server while it builds.
+    0 leaves a CPU to searches and writes but measured worse on two CPUs, as the graphs came
+    later and more rows were searched exactly meanwhile (BENCHMARKS.md, "Searches during
+    ingestion: the tail")."""
+
+    database_unbuilt_generations: int = Field(default=0, ge=0)
+    """Sealed generations that may wait for their graph before writers to that index wait
+    for the builds (0: writers never wait). Those generations are searched exactly, so
+    while builds lag behind ingestion every search grows slower; a bound trades ingestion
+    speed for the tail of searches during it: at 1, the longest search during ingestion
+    0.58× as long at 0.53× the chunks/s (BENCHMARKS.md, "Searches during ingestion: the
+    tail")."""
+
     @field_validator("database_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, url: object) -> object:

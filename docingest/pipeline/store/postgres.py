@@ -29,6 +29,7 @@ store's suite runs on this engine as on the two Qdrant ones (tests/pipeline/stor
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -41,13 +42,19 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from qdrant_client import models
 from qdrant_client.hybrid.fusion import reciprocal_rank_fusion
 
+from docingest.pipeline import metrics
 from docingest.pipeline.errors import DependencyUnavailable, IndexNotFound
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.store import postgres_terms
 from docingest.pipeline.store.engine import store_description
 from docingest.pipeline.store.models import IndexConfig
 from docingest.pipeline.store.postgres_filter import FilterCompiler, Params, stored
-from docingest.pipeline.store.postgres_generations import GraphBuilder, seal, stop_builders
+from docingest.pipeline.store.postgres_generations import (
+    GraphBuilder,
+    seal,
+    stop_builders,
+    unbuilt,
+)
 from docingest.pipeline.store.postgres_merges import drop_leftovers
 from docingest.pipeline.store.postgres_rows import record, write_points
 from docingest.pipeline.store.postgres_schema import (
@@ -123,6 +130,7 @@ class PostgresEngine:
             settings.database_schema,
             memory_mb=settings.database_build_memory_mb,
             base_rows=settings.database_generation_rows,
+            workers=settings.database_build_workers,
         )
         return cls(pool, settings=settings, builder=builder)
 
@@ -132,8 +140,10 @@ class PostgresEngine:
     def _connection(self, index: str | None = None) -> Iterator[psycopg.Connection]:
         """A pooled connection; the engine's failures as docingest's errors."""
         where = self.location
+        started = time.perf_counter()
         try:
             with self._pool.connection() as connection:
+                metrics.STORE_POOL_WAIT_SECONDS.observe(time.perf_counter() - started)
                 yield connection
         except psycopg.errors.UndefinedTable as exc:  # dropped while we looked
             raise IndexNotFound(f"Index '{index}' does not exist.") from exc
@@ -292,6 +302,8 @@ class PostgresEngine:
     def upsert(self, index: str, points: Sequence[Point]) -> None:
         if not points:
             return
+        if bound := self._settings.database_unbuilt_generations:
+            self._wait_for_graphs(index, bound)
         with self._connection(index) as connection:
             number, generation, dimensions = self._table_of(connection, index)
             written = write_points(connection, self._schema, number, generation, points)
@@ -302,6 +314,17 @@ class PostgresEngine:
         if sealed or number not in self._looked:
             self._looked.add(number)
             self.graphs.kick(number, dimensions)
+
+    def _wait_for_graphs(self, index: str, bound: int) -> None:
+        """Wait while `bound` sealed generations of `index` lack their graph (a pooled
+        connection for each look, none held between)."""
+
+        def look() -> tuple[int, int, int]:
+            with self._connection(index) as connection:
+                number, _, dimensions = self._table_of(connection, index)
+                return unbuilt(connection, self._schema, number), number, dimensions
+
+        self.graphs.wait_behind(look, bound=bound)
 
     def set_payload(self, index: str, payload: dict[str, Any], selector: models.Filter) -> None:
         params: Params = [stored(payload)]

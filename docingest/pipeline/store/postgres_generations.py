@@ -23,8 +23,10 @@ So an index's table is partitioned by `generation` (PostgreSQL's declarative par
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
@@ -41,6 +43,11 @@ from docingest.pipeline.store.postgres_schema import (
 
 log = logging.getLogger(__name__)
 
+BEHIND_WAIT_SECONDS = 60.0
+"""The longest a write waits for the builds (`database_unbuilt_generations`): builds that
+keep failing slow writers down, never stop them."""
+_BEHIND_POLL_SECONDS = 0.25
+_KICK_SECONDS = 5.0  # a kick while another process builds costs a connection, not a build
 _SEAL_KEY = 0x7365616C  # "seal": advisory locks (this, table number) of one index's seal
 BUILD_KEY = 0x67726166  # "graf": the session lock (this, table number) of its builder
 
@@ -72,6 +79,12 @@ def seal(
     return True
 
 
+def unbuilt(connection: psycopg.Connection, schema: str, number: int) -> int:
+    """How many of table `number`'s sealed generations lack a valid graph (are searched
+    exactly)."""
+    return sum(not built for _, built in sealed_generations(connection, schema, number).values())
+
+
 def stop_builders(connection: psycopg.Connection, number: int) -> None:
     """End the sessions that build table `number`'s graphs, in any process, before the table
     is dropped: a `CREATE INDEX CONCURRENTLY` waits for the dropping transaction, which waits
@@ -93,10 +106,13 @@ class GraphBuilder:
     generations, a thread per index, each on a connection of its own (a build outlasts any
     statement timeout)."""
 
-    def __init__(self, url: str, schema: str, *, memory_mb: int, base_rows: int) -> None:
+    def __init__(
+        self, url: str, schema: str, *, memory_mb: int, base_rows: int, workers: int = 1
+    ) -> None:
         self._url = url
         self._schema = schema
         self._memory_mb = memory_mb
+        self._workers = workers  # parallel maintenance workers of a build
         self._base_rows = base_rows  # a generation's rows when sealed: the merges' unit
         self._threads: dict[int, threading.Thread] = {}
         self._again: set[int] = set()
@@ -115,6 +131,23 @@ class GraphBuilder:
             )
             self._threads[number] = thread
             thread.start()
+
+    def wait_behind(self, look: Callable[[], tuple[int, int, int]], *, bound: int) -> None:
+        """Wait while `look()`'s first value (sealed generations of a table without their
+        graph; then its number and dimensions) is `bound` or more, at most
+        `BEHIND_WAIT_SECONDS`: back-pressure on writers, so that the rows searched exactly
+        stay bounded while the builds lag behind ingestion."""
+        started = time.monotonic()
+        kicked = -math.inf
+        while (found := look())[0] >= bound:
+            now = time.monotonic()
+            if now - started >= BEHIND_WAIT_SECONDS:
+                log.warning("chunks_%s: writing on, its graph builds still behind", found[1])
+                return
+            if now - kicked >= _KICK_SECONDS:  # some process's builder must be at it
+                self.kick(found[1], found[2])
+                kicked = now
+            time.sleep(_BEHIND_POLL_SECONDS)
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for this process's builds to end (tests, benchmarks)."""
@@ -150,7 +183,11 @@ class GraphBuilder:
             connection.execute(
                 sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(f"{self._memory_mb}MB"))
             )
-            connection.execute("SET max_parallel_maintenance_workers = 1")
+            connection.execute(
+                sql.SQL("SET max_parallel_maintenance_workers = {}").format(
+                    sql.Literal(self._workers)
+                )
+            )
             sealed = sealed_generations(connection, self._schema, number)
             for generation in sorted(sealed):
                 if not sealed[generation][1]:

@@ -75,17 +75,24 @@ def run_query(
         column, table, where, order
     )
     keys = request.with_payload if isinstance(request.with_payload, list) else None
-    with connection.transaction():
-        if request.using == DENSE:
+    if request.using == DENSE:
+        # The transaction, its settings and the query in one round trip (a pipeline): after
+        # each round trip the thread waits for the GIL again, behind the worker's Python in
+        # `serve` (5 round trips for a hybrid search instead of 10; BENCHMARKS.md, "Searches
+        # during ingestion: the tail").
+        with connection.pipeline(), connection.transaction():
             # Each sealed generation has its graph, the open one none. pgvector's estimate
             # has a graph of 10,000 rows visit most of them, and the planner does not count
             # the TOAST reads of an exact scan, so it sorted every generation (410 ms against
             # 90 at 15,000 rows; BENCHMARKS.md, "PostgreSQL store"). Without a sequential
             # scan, it walks the graphs, and the index of a selective filter stays a choice.
             connection.execute("SET LOCAL enable_seqscan = off")
-        if request.using == DENSE and limit > ef_search:  # HNSW keeps at least `limit`
-            wider = sql.Literal(min(limit, MAX_EF_SEARCH))
-            connection.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(wider))
+            if limit > ef_search:  # HNSW keeps at least `limit`
+                wider = sql.Literal(min(limit, MAX_EF_SEARCH))
+                connection.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(wider))
+            cursor = connection.execute(statement, params)
+        rows = cursor.fetchall()
+    else:  # one statement: no transaction of its own
         rows = connection.execute(statement, params).fetchall()
     scored = [(row, to_score(float(row[2]))) for row in rows]
     if request.using == DENSE:  # a half-precision graph orders by approximate distances

@@ -1,11 +1,13 @@
 """The PostgreSQL store's generations (`docingest.pipeline.store.postgres_generations`): rows
 written into an open generation without a graph, sealed generations given their HNSW index in
 the background, a killed build redone, a rewrite replacing a point wherever it lives, and a
-layout-1 table migrated into generation 0 with its data and graph."""
+layout-1 table migrated into generation 0 with its data and graph, and writers held back
+while too many sealed generations wait for their graph."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from pydantic import SecretStr
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.store import VectorStore
 from docingest.pipeline.store.postgres import PostgresEngine
+from docingest.pipeline.store.postgres_generations import BUILD_KEY
 from tests.pipeline.store.test_store import CONFIG, DIMS, records
 from tests.support.engines import postgres_url, schema_for
 
@@ -200,3 +203,27 @@ def test_term_frequencies_stay_exact_through_rewrites_deletes_and_folding(
             [schema],
         ).fetchone()
     assert left == (0,)
+
+
+def test_writers_wait_while_the_bound_of_unbuilt_generations_is_reached(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path).model_copy(update={"database_unbuilt_generations": 1})
+    chunks = records("d1", 1, [f"chunk {n}" for n in range(150)])
+    with (
+        VectorStore.open(settings) as store,
+        psycopg.connect(postgres_url(), autocommit=True) as builder,
+    ):
+        store.create_index("docs", CONFIG)
+        # what a builder busy elsewhere does: it holds the table's builder lock
+        builder.execute("SELECT pg_advisory_lock(%s, 1)", [BUILD_KEY])
+        store.write_chunks("docs", chunks[:100])  # seals generation 0, which gets no graph
+        assert graphs(settings.database_schema)["chunks_1_g0"] is False
+        writer = threading.Thread(target=store.write_chunks, args=("docs", chunks[100:]))
+        writer.start()
+        writer.join(timeout=3.0)
+        assert writer.is_alive()  # waiting for the graph, its rows not written
+        assert store.count_points("docs") == 100
+        builder.execute("SELECT pg_advisory_unlock(%s, 1)", [BUILD_KEY])
+        writer.join(timeout=120)  # the waiting writer kicks a builder, which builds it
+        assert not writer.is_alive()
+        assert graphs(settings.database_schema)["chunks_1_g0"] is True
+        assert store.count_points("docs") == 150
