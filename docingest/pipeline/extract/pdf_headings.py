@@ -63,6 +63,7 @@ _LEADERS = re.compile(
 CONTENTS_LINES = 5
 """Lines with leaders or glued page numbers that make a page a table of contents: no heading
 on it after the first of them (its entries are set like headings)."""
+_PAGE_ENDS = frozenset("0123456789ixvlcIXVLC")
 _PAGE_NUMBER = re.compile(r"(?<!,)\s\d{1,4}$")
 """A contents line without leaders ("Introduction 7"), unless the title wraps on."""
 _CHAPTER = re.compile(r"^(chapter|part|appendix|annex|section)\s+(\w{1,6})\.?(?:\s+|$)", re.I)
@@ -139,7 +140,11 @@ class HeadingFinder:
             body = BodyStyle(body.size, body.bold, families.most_common(1)[0][0])
         total = sum(self.style_chars.values())
         self._pages += 1
-        entries = [i for i, line in enumerate(lines) if _LEADERS.search(line.text)]
+        entries = [  # the regex only where a page number could end the line (CPU)
+            i
+            for i, line in enumerate(lines)
+            if line.text[-1:] in _PAGE_ENDS and _LEADERS.search(line.text)
+        ]
         last = entries[0] if len(entries) >= CONTENTS_LINES else len(lines)
         marks = [self._is_heading(lines, i, body, total) for i in range(last)]
         marks += [False] * (len(lines) - last)
