@@ -30,7 +30,8 @@ document (a larger style seen only later shares level 1 rather than renumber wha
 out); after a "Part", every heading is one level further down.
 
 Not headings either: admonition labels ("Note", "Tip", "Warning") unless in larger type
-("Notes"), bulleted lines, lines set upright in the margin (arXiv's stamp), and lines whose
+("Notes"), bulleted lines, short capitals in type smaller than the body's by `_SMALLER`
+(a form's "PAY TO THE"), lines set upright in the margin (arXiv's stamp), and lines whose
 words stand in columns far apart (a table's header row, `PdfLine.columnar`; a section
 number's tab stop parts no columns). Figures: BENCHMARKS.md, "PDF structure".
 """
@@ -48,6 +49,8 @@ MAX_HEADING_CHARS = 150
 MAX_HEADING_WORDS = 18
 LARGER = 1.12
 """A heading's type is at least this much larger than the body's, unless bold or numbered."""
+_SMALLER = 0.8
+"""Capitals in type smaller than this share of the body's are a form's or a figure's labels."""
 BODY_SHARE = 0.35
 """A style setting more than this share of the text so far is body text, not headings."""
 
@@ -211,8 +214,13 @@ class HeadingFinder:
             marked = bool(_WORD.match(title)) and not title[0].islower() and _apart(lines, i)
         if line.ruled and not _CODE.search(text):
             marked = True  # a topic's name boxed by rules (`pdf_rules`)
-        if caps and len(text.split()) <= _CAPS_WORDS and _style(line) != _body_style(body):
-            marked = True  # "REFERENCES" in small capitals
+        if (
+            caps
+            and len(text.split()) <= _CAPS_WORDS
+            and _style(line) != _body_style(body)
+            and line.size >= body.size * _SMALLER
+        ):
+            marked = True  # "REFERENCES" in small capitals; not a form's "PAY TO THE" in 6 points
         if not marked and i > 0 and _CHAPTER.fullmatch(lines[i - 1].text + " "):
             marked = True  # the title under a bare "Chapter 4"
         if not (larger or bolder or marked):

@@ -148,3 +148,11 @@ def test_a_stamp_set_upright_in_the_margin_is_no_heading() -> None:
     document = extract_pdf(helvetica_page(b"\n".join([title, stamp, body])), max_pages=5)
     found = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
     assert found == ["A Title in Larger Type"]
+
+
+def test_short_capitals_are_a_heading_unless_in_a_form_s_small_type() -> None:
+    lines: list[Typeset] = [
+        *BODY[:6], GAP, ("REFERENCES", 10.0, "regular"), GAP, *BODY[6:10], GAP,
+        ("PAY TO THE", 6.0, "regular"), GAP, *BODY[10:],
+    ]  # fmt: skip
+    assert headings(lines) == ["REFERENCES"]
