@@ -31,9 +31,10 @@ out); after a "Part", every heading is one level further down.
 
 Not headings either: admonition labels ("Note", "Tip", "Warning") unless in larger type
 ("Notes"), bulleted lines, short capitals in type smaller than the body's by `_SMALLER`
-(a form's "PAY TO THE"), lines set upright in the margin (arXiv's stamp), and lines whose
-words stand in columns far apart (a table's header row, `PdfLine.columnar`; a section
-number's tab stop parts no columns). Figures: BENCHMARKS.md, "PDF structure".
+(a form's "PAY TO THE", not a small-capitals font's "References"), lines set upright in
+the margin (arXiv's stamp), and lines whose words stand in columns far apart (a table's
+header row, `PdfLine.columnar`; a section number's tab stop parts no columns). Figures:
+BENCHMARKS.md, "PDF structure".
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ class HeadingFinder:
             caps
             and len(text.split()) <= _CAPS_WORDS
             and _style(line) != _body_style(body)
-            and line.size >= body.size * _SMALLER
+            and (line.size >= body.size * _SMALLER or bool(_SMALL_CAPS.search(line.family)))
         ):
             marked = True  # "REFERENCES" in small capitals; not a form's "PAY TO THE" in 6 points
         if not marked and i > 0 and _CHAPTER.fullmatch(lines[i - 1].text + " "):

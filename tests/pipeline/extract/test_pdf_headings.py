@@ -153,6 +153,8 @@ def test_a_stamp_set_upright_in_the_margin_is_no_heading() -> None:
 def test_short_capitals_are_a_heading_unless_in_a_form_s_small_type() -> None:
     lines: list[Typeset] = [
         *BODY[:6], GAP, ("REFERENCES", 10.0, "regular"), GAP, *BODY[6:10], GAP,
-        ("PAY TO THE", 6.0, "regular"), GAP, *BODY[10:],
+        ("PAY TO THE", 6.0, "regular"), GAP, *BODY[10:12], GAP,
+        ("Acknowledgments", 7.0, "caps"), GAP, *BODY[12:],
     ]  # fmt: skip
-    assert headings(lines) == ["REFERENCES"]
+    # Small capitals' letters are small: their font's name tells them from a form's labels.
+    assert headings(lines) == ["REFERENCES", "Acknowledgments"]
