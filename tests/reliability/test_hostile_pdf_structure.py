@@ -20,6 +20,7 @@ from tests.support.structured_pdfs import (
     tagged_table_pdf,
     text_pdf,
     tiny_objects_pdf,
+    typeset_pdf,
 )
 
 LIMITS = Limits(memory_bytes=1_000_000_000, cpu_seconds=120, wall_seconds=1200)
@@ -75,6 +76,19 @@ def test_a_pdf_whose_every_line_is_bold_has_no_headings_from_boldness() -> None:
     document = extract_pdf(text_pdf([("Overview", 16.0, True), *bold_body]), max_pages=5)
     headings = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
     assert headings == ["Overview"]
+
+
+def test_a_page_of_1500_bold_title_lines_in_one_block_makes_no_heading() -> None:
+    # Lines in heading type with no space between make one emphasised paragraph.
+    body = [(f"Body line {n} of a paragraph, set in the usual type of the text", 4.0, "regular")
+            for n in range(800)]  # fmt: skip
+    # Every tenth ends a sentence: each run of nine then wraps on into a line that reads
+    # like no title, and the block's lines are walked once, not once a run.
+    run = [(f"Title No {n}" + "." * (n % 10 == 9), 4.0, "bold") for n in range(1500)]
+    document = extract_pdf(typeset_pdf([*body[:400], ("", 4.0, "regular"), *run, *body[400:]]),
+                           max_pages=5)  # fmt: skip
+    assert not any(block.kind is BlockKind.HEADING for block in document.blocks)
+    assert "Title No 1499" in "\n".join(block.text for block in document.blocks)
 
 
 def test_an_untagged_5000_row_table_and_a_grid_of_rules_stay_bounded(tmp_path: Path) -> None:

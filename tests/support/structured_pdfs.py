@@ -1,5 +1,6 @@
 """Hand-built PDFs with structure for the PDF-structure tests: tagged tables, type sizes given
-only by the text matrix, all-bold pages, pages of tiny text objects (built at test time)."""
+only by the text matrix, all-bold pages, lines typeset with chosen fonts and spacing, pages
+of tiny text objects (built at test time)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,49 @@ def text_pdf(lines: list[tuple[str, float, bool]], *, size_in_matrix: bool = Fal
             stream(b"\n".join(content)),
             _HELVETICA,
             _BOLD,
+            page,
+        ]
+    )
+
+
+Typeset = tuple[str, float, str] | tuple[str, float, str, float]
+"""A line for `typeset_pdf`: text, size, font ("regular", "bold" or "serif"), and the x of
+its first word when it is set apart from the rest by a tab stop; "caps" is a small-capitals
+font (named so, as LaTeX's are)."""
+_FONTS = {"regular": b"/F1", "bold": b"/F2", "serif": b"/F3", "caps": b"/F4"}
+
+
+def typeset_pdf(lines: Sequence[Typeset], *, leading: float = 1.2) -> bytes:
+    """One page (as tall as the lines need) of `lines` top down in Helvetica, Helvetica-Bold,
+    Times or a small-capitals font, each baseline `leading` sizes below the one before: 1.2
+    sets lines of one paragraph, with no space between; an empty text leaves a line's space
+    (a gap)."""
+    content, y = [], 40 + sum(line[1] * leading for line in lines)
+    height = y + 40
+    for line in lines:
+        text, size, font = line[0], line[1], _FONTS[line[2]]
+        y -= size * leading
+        if len(line) == 4:  # "1." at 72, its title at the tab stop
+            first, _, rest = text.partition(" ")
+            content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(first)))
+            content.append(b"BT %s %g Tf %g %g Td (%s) Tj ET" % (
+                font, size, line[3], y, _escape(rest)))  # fmt: skip
+        elif text:
+            content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(text)))
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
+        b"/Resources << /Font << /F1 4 0 R /F2 5 0 R /F3 6 0 R /F4 7 0 R >> >> "
+        b"/Contents 3 0 R >>" % height
+    )
+    return build_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [8 0 R] /Count 1 >>",
+            stream(b"\n".join(content)),
+            _HELVETICA,
+            _BOLD,
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman >>",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /LMRomanCaps10-Regular >>",
             page,
         ]
     )

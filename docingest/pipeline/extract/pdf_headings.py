@@ -1,18 +1,25 @@
 """Headings of a PDF without an outline, from typography: which lines are headings, at what level.
 
 A line is a heading when it reads like a title (short, no sentence or clause end, not a
-caption "Figure 3:", not a contents line with leaders or a page number) and stands apart
-from the body text: larger type, or bold where the body is not (and not opening in lower
-case, as a bold cross-reference does), or a section number ("3.1", "IV.", "A.2",
-"Chapter 4") set in capitals, italics or another family, or drawn rules boxing it in
-(`PdfLine.ruled`, the R manual's topics: body type, so only the rules tell). A style that
-sets a large share of the document's text is body, not heading (a PDF whose every line is
-bold has no bold headings), and a run of more than `MAX_HEADING_LINES` lines in heading type
-is an emphasised paragraph (a bold abstract). A heading that repeats the one before it, or
-says it is continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not a new
-heading. It stands alone: the next line does not carry on its sentence in lower case, unless
-set apart from it by space. Consecutive heading lines in one style are one
-heading wrapped over lines; "Chapter 4" followed by its title is one heading.
+caption "Figure 3:", not a contents line with leaders or a page number, nor any line of a
+page after its `CONTENTS_LINES`th such line's first) and stands apart from the body text:
+larger type, or bold where the body is not (and not opening in lower case, as a bold
+cross-reference does), or a section number ("3.1", "IV.", "A.2", "Chapter 4") set in
+capitals, italics or larger, or in another family than the page's text with space below it
+("2.1. Methods" in the sans of a serif paper), or drawn rules boxing it in (`PdfLine.ruled`,
+the R manual's topics: body type, so only the rules tell). A style that sets a large share
+of the document's text is body, not heading (a PDF whose every line is bold has no bold
+headings). A heading that repeats the one before it, or says it is continued ("Exhibit
+2-14 (Cont. 2)"), is a continued section's banner, not a new heading. It stands alone: the
+next line does not carry on its sentence in lower case, unless set apart from it by space.
+
+Lines of one style with no space between are one block: a heading wrapped over lines
+("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" / "CASES", a comma or number at a line's end
+then allowed), and a run whose block goes on into a line that reads like no title (a
+sentence's end) is the start of an emphasised paragraph, no heading. A run of more than
+`MAX_HEADING_LINES` lines is an emphasised paragraph too (a bold abstract), unless it is
+headings stacked one under the other, each short and set apart by space (a title, its
+subtitle, a first heading); "Chapter 4" followed by its title is one heading.
 
 Levels: a section number gives its depth ("3" → 1, "3.1" → 2, roman numerals 1, a letter
 under roman numerals 2, "Chapter" 1); an unnumbered heading takes the level its style had
@@ -22,8 +29,12 @@ left out). A style keeps the level it first got, so levels stay consistent acros
 document (a larger style seen only later shares level 1 rather than renumber what was given
 out); after a "Part", every heading is one level further down.
 
-Not headings either: admonition labels ("Note", "Tip", "Warning"), bulleted lines, and lines
-whose words stand in columns far apart (a table's header row, `PdfLine.columnar`).
+Not headings either: admonition labels ("Note", "Tip", "Warning") unless in larger type
+("Notes"), bulleted lines, short capitals in type smaller than the body's by `_SMALLER`
+(a form's "PAY TO THE", not a small-capitals font's "References"), lines set upright in
+the margin (arXiv's stamp), and lines whose words stand in columns far apart (a table's
+header row, `PdfLine.columnar`; a section number's tab stop parts no columns). Figures:
+BENCHMARKS.md, "PDF structure".
 """
 
 from __future__ import annotations
@@ -39,15 +50,26 @@ MAX_HEADING_CHARS = 150
 MAX_HEADING_WORDS = 18
 LARGER = 1.12
 """A heading's type is at least this much larger than the body's, unless bold or numbered."""
+_SMALLER = 0.8
+"""Capitals in type smaller than this share of the body's are a form's or a figure's labels."""
 BODY_SHARE = 0.35
 """A style setting more than this share of the text so far is body text, not headings."""
 
 _CAPTION = re.compile(
     r"^(?:fig(?:ure)?|table|tab|listing|algorithm|chart|exhibit|plate|source|note)s?\.?\s*"
-    r"[\dIVXA-Z]",
+    r"(?-i:\d|[A-Z][\dIVX]*(?![a-z]))",  # "Table 3", "Exhibit A": not "Tables of data", "Sources"
     re.IGNORECASE,
 )
-_CONTENTS = re.compile(r"(?:(?:\.\s?){3,}|…|\s{2,}|_{3,})\s*[\dixvlc]+$|(?<!,)\s\d{1,4}$", re.I)
+_LEADERS = re.compile(
+    r"(?:(?:\.\s?){3,}|…|\s{2,}|_{3,})\s*[\dixvlc]+$|[^\W\d_]\d{1,3}[-–]\d{1,4}$", re.I
+)
+"""A contents line: leaders before its page number, or a "3-9" page glued to its title."""
+CONTENTS_LINES = 5
+"""Lines with leaders or glued page numbers that make a page a table of contents: no heading
+on it after the first of them (its entries are set like headings)."""
+_PAGE_ENDS = frozenset("0123456789ixvlcIXVLC")
+_PAGE_NUMBER = re.compile(r"(?<!,)\s\d{1,4}$")
+"""A contents line without leaders ("Introduction 7"), unless the title wraps on."""
 _CHAPTER = re.compile(r"^(chapter|part|appendix|annex|section)\s+(\w{1,6})\.?(?:\s+|$)", re.I)
 _DOTTED = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){0,5})\.?(?:\s+(?=[^\W\d_\"'“(])|$)")
 _LETTERED = re.compile(r"^([A-Z])(?:\.(\d{1,3}(?:\.\d{1,3}){0,4})\.?|[.)])\s+(?=[^\W\d_])")
@@ -64,6 +86,7 @@ _CODE = re.compile(r"^[$#>%]\s|[;{}=<>]|\(\)")
 """A shell prompt, code punctuation: a one-line code sample between rules."""
 _NUMBER_PREFIX = re.compile(r"^(?:[\dIVX]+|[A-Z](?=[.\-]))(?:[.\-–]\w+)*[.):]?\s+")
 _CONTINUED = re.compile(r"\((?:cont(?:inued|'d|\.)|suite)|\bcontinued\)?$", re.IGNORECASE)
+_WORD = re.compile(r"[^\W\d_]{2}")
 _APART = 0.6
 """Space below a line, in type sizes, that sets it apart from the text after it (a line's
 leading leaves ~0.2)."""
@@ -75,6 +98,7 @@ class BodyStyle:
 
     size: float
     bold: bool
+    family: str = ""
 
 
 Style = tuple[float, bool, bool, bool]
@@ -112,9 +136,22 @@ class HeadingFinder:
         body = self.body()
         if body is None:
             return {}
+        families: Counter[str] = Counter()
+        for line in lines:
+            if line.styled:
+                families[line.family] += len(line.text)
+        if families:  # the page's own: a paper's body may change family in its appendix
+            body = BodyStyle(body.size, body.bold, families.most_common(1)[0][0])
         total = sum(self.style_chars.values())
         self._pages += 1
-        marks = [self._is_heading(lines, i, body, total) for i in range(len(lines))]
+        entries = [  # the regex only where a page number could end the line (CPU)
+            i
+            for i, line in enumerate(lines)
+            if line.text[-1:] in _PAGE_ENDS and _LEADERS.search(line.text)
+        ]
+        last = entries[0] if len(entries) >= CONTENTS_LINES else len(lines)
+        marks = [self._is_heading(lines, i, body, total) for i in range(last)]
+        marks += [False] * (len(lines) - last)
         found: dict[int, tuple[str, int, int]] = {}
         position = 0
         while position < len(lines):
@@ -124,10 +161,15 @@ class HeadingFinder:
             end = position + 1
             while end < len(lines) and marks[end]:
                 end += 1
-            if end - position > MAX_HEADING_LINES:  # an emphasised paragraph
-                position = end
+            end = _wrapped_end(lines, end)
+            if end < 0:
+                position = -end  # the first lines of a paragraph in heading type
                 continue
-            for start, stop in _split_run(lines, position, end):
+            pieces = _split_run(lines, position, end)
+            if end - position > MAX_HEADING_LINES and not _stacked(lines, pieces):
+                position = end  # an emphasised paragraph
+                continue
+            for start, stop in pieces:
                 title = " ".join(line.text for line in lines[start:stop])
                 found[start] = (title, 0, stop - start)
                 if self._pages > 1:  # not the title page's styles, set there only
@@ -147,20 +189,39 @@ class HeadingFinder:
         text = line.text
         if not line.styled or (line.columnar and not line.ruled):
             return False
-        if not _reads_like_title(text, question=line.ruled or line.size >= body.size * LARGER):
-            return False
+        if line.top - line.bottom > 2 * max(line.right - line.left, line.size):
+            return False  # set upright in the margin ("arXiv:1601.03642v1 [cs.CV] 12 Jan 2016")
         larger = line.size >= body.size * LARGER
+        if not _reads_like_title(
+            text,
+            question=line.ruled or larger,
+            larger=larger,
+            wraps=_wraps(lines, i),
+            standout=larger or line.bold,  # `columnar` rules out its contents lines
+        ):
+            return False
         bolder = line.bold and not body.bold and line.size >= body.size * 0.95
         numbered = _numbering(text) is not None
         letters = [ch for ch in text if ch.isalpha()]
-        caps = len(letters) >= 3 and (
-            all(ch.isupper() for ch in letters) or bool(_SMALL_CAPS.search(line.family))
+        caps = (
+            len(letters) >= 3
+            and (all(ch.isupper() for ch in letters) or bool(_SMALL_CAPS.search(line.family)))
+            and bool(_WORD.search(text))  # not initials only ("11 U.S.C. § 343")
         )
         marked = numbered and (caps or line.italic or bolder or larger)
+        if numbered and not marked and line.family != body.family:
+            # "2.1. Methods" in the sans of a serif paper; not a running head "16 all.names"
+            title = _NUMBER_PREFIX.sub("", text, count=1)
+            marked = bool(_WORD.match(title)) and not title[0].islower() and _apart(lines, i)
         if line.ruled and not _CODE.search(text):
             marked = True  # a topic's name boxed by rules (`pdf_rules`)
-        if caps and len(text.split()) <= _CAPS_WORDS and _style(line) != _body_style(body):
-            marked = True  # "REFERENCES" in small capitals
+        if (
+            caps
+            and len(text.split()) <= _CAPS_WORDS
+            and _style(line) != _body_style(body)
+            and (line.size >= body.size * _SMALLER or bool(_SMALL_CAPS.search(line.family)))
+        ):
+            marked = True  # "REFERENCES" in small capitals; not a form's "PAY TO THE" in 6 points
         if not marked and i > 0 and _CHAPTER.fullmatch(lines[i - 1].text + " "):
             marked = True  # the title under a bare "Chapter 4"
         if not (larger or bolder or marked):
@@ -238,18 +299,73 @@ def _tier(style: Style) -> tuple[float, int]:
     return (style[0], 2 if style[3] else int(style[1]))
 
 
-def _reads_like_title(text: str, *, question: bool = False) -> bool:
+def _reads_like_title(
+    text: str,
+    *,
+    question: bool = False,
+    larger: bool = False,
+    wraps: bool = False,
+    standout: bool = False,
+) -> bool:
     """Whether `text` could be a title; ending in "?" only if `question` ("Are All Values
-    True?" in a ruled box, "What is Debian?" in larger type)."""
+    True?" in a ruled box, "What is Debian?" in larger type); an admonition's word only if
+    `larger` ("Notes" over a list of notes); ending in a comma or a number only if the title
+    `wraps` onto the next line ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" / "CASES"), a
+    number also in `standout` type ("Heading Level 1") or in a bare "Chapter 4"."""
     if not 2 <= len(text) <= MAX_HEADING_CHARS or len(text.split()) > MAX_HEADING_WORDS:
         return False
     if not any(ch.isalpha() for ch in text):
         return False
-    if text.endswith(_ENDS_CLAUSE) and not (question and text.endswith("?")):
+    if text.endswith(_ENDS_CLAUSE) and not (
+        (question and text.endswith("?")) or (wraps and text.endswith(","))
+    ):
         return False
-    if text.casefold() in _ADMONITIONS or _BULLET.match(text) or _BLANK_PAGE.search(text):
+    if (text.casefold() in _ADMONITIONS and not larger) or _BULLET.match(text):
         return False
-    return not (_CAPTION.match(text) or _CONTENTS.search(text))
+    if _BLANK_PAGE.search(text) or _CAPTION.match(text) or _LEADERS.search(text):
+        return False
+    bare_chapter = bool(_CHAPTER.fullmatch(text + " "))
+    return wraps or standout or bare_chapter or not _PAGE_NUMBER.search(text)
+
+
+def _apart(lines: list[PdfLine], i: int) -> bool:
+    """Whether line `i` (with the lines it wraps onto) stands apart by space from the text
+    after it (or a page's end); the space above a heading is often no more than a line's."""
+    while i + 1 < len(lines) and lines[i + 1].text and _joined(lines[i], lines[i + 1]):
+        i += 1
+    line, later = lines[i], next((x for x in lines[i + 1 :] if x.text), None)
+    return later is None or not later.styled or later.top < line.bottom - _APART * line.size
+
+
+def _wrapped_end(lines: list[PdfLine], end: int) -> int:
+    """Where a run of heading lines ending at `end` really ends: past the lines it wraps
+    onto (the same style, no space between: "Program Management" / "and Review") while they
+    read like a title; minus that place when one does not ("… of the" / "standing trustee
+    must.": the first lines of a paragraph in heading type)."""
+    while end < len(lines) and lines[end].text and _joined(lines[end - 1], lines[end]):
+        if not _reads_like_title(lines[end].text, wraps=_wraps(lines, end), standout=True):
+            while end < len(lines) and lines[end].text and _joined(lines[end - 1], lines[end]):
+                end += 1
+            return -end
+        end += 1
+    return end
+
+
+def _wraps(lines: list[PdfLine], i: int) -> bool:
+    """Whether line `i` goes on in the next line: the same style, no space between."""
+    line = lines[i]
+    later = lines[i + 1] if i + 1 < len(lines) else None
+    return later is not None and bool(later.text) and _joined(line, later)
+
+
+def _joined(line: PdfLine, later: PdfLine) -> bool:
+    """Whether `later` is the next line of the same block in `line`'s style (a title wrapped
+    over lines), not one set apart by space."""
+    return (
+        _style(later) == _style(line)
+        and later.family == line.family
+        and later.top >= line.bottom - _APART * line.size
+    )
 
 
 def _numbering(text: str) -> int | None:
@@ -267,8 +383,9 @@ def _numbering(text: str) -> int | None:
 
 
 def _split_run(lines: list[PdfLine], start: int, end: int) -> list[tuple[int, int]]:
-    """Cut a run of heading lines into headings: a new one at a change of style or number,
-    except after a bare "Chapter 4"."""
+    """Cut a run of heading lines into headings: a new one at a change of style, or at a
+    number unless the line wraps on from the one above (no space between); a bare
+    "Chapter 4" keeps the title under it."""
     pieces: list[tuple[int, int]] = []
     first = start
     for position in range(start + 1, end):
@@ -278,8 +395,23 @@ def _split_run(lines: list[PdfLine], start: int, end: int) -> list[tuple[int, in
         bare_chapter = bool(_CHAPTER.fullmatch(previous.text.strip() + " "))
         if bare_chapter:
             continue
-        if _style(line) != _style(previous) or _numbering(line.text) is not None:
+        if _style(line) != _style(previous) or (
+            _numbering(line.text) is not None and not _joined(previous, line)
+        ):
             pieces.append((first, position))
             first = position
     pieces.append((first, end))
     return pieces
+
+
+def _stacked(lines: list[PdfLine], pieces: list[tuple[int, int]]) -> bool:
+    """Whether a long run of heading lines is headings set one under the other (a title,
+    its subtitle, then a heading: each piece short and set apart from the next by space),
+    not an emphasised paragraph."""
+    if len(pieces) < 2:
+        return False
+    for (start, stop), (after, _) in zip(pieces, pieces[1:], strict=False):
+        last, following = lines[stop - 1], lines[after]
+        if stop - start > MAX_HEADING_LINES or following.top >= last.bottom - _APART * last.size:
+            return False
+    return pieces[-1][1] - pieces[-1][0] <= MAX_HEADING_LINES

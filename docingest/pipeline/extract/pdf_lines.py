@@ -42,6 +42,9 @@ _COLUMNAR_CHARS = 150
 _CLAUSE_ENDS = (".", ",", ";", ":")
 _COLUMN_GAP = 1.5
 """A gap between two words wider than this many times the type size parts table cells."""
+_LEADING_NUMBER = re.compile(r"\s*(?:\d{1,3}(?:\.\d{1,3})*|[A-Z]|[IVX]{1,6})[.)]?(?=\s)")
+"""A section number a tab stop parts from its title ("1.\tCONFLICTS OF INTEREST"): that gap
+parts no cells."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,13 +282,15 @@ class _StyleReader:
         if len(raw) > _COLUMNAR_CHARS:
             return False
         box, previous_right = self.box, None
+        number = _LEADING_NUMBER.match(raw)
+        skip = number.end() if number else 0
         for offset, char in enumerate(raw):
             if char.isspace():
                 continue
             pdfium_c.FPDFText_GetLooseCharBox(self.textpage, start + offset, box)
             if previous_right is not None and box.left - previous_right > _COLUMN_GAP * style.size:
                 return True
-            previous_right = box.right
+            previous_right = box.right if offset >= skip else None
         return False
 
 

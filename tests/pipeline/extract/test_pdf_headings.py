@@ -1,0 +1,160 @@
+"""Headings from typography on one-page PDFs typeset at test time (`typeset_pdf`): stacked
+titles, wrapped titles, emphasised paragraphs, section numbers in another family or after a
+tab stop, contents pages, captions and margin stamps."""
+
+from __future__ import annotations
+
+from docingest.pipeline.document import BlockKind
+from docingest.pipeline.extract.pdf import extract_pdf
+from tests.support.structured_pdfs import Typeset, helvetica_page, typeset_pdf
+
+BODY: list[Typeset] = [
+    (f"Body line {n} of a paragraph, set in the usual type of the text", 11.0, "regular")
+    for n in range(14)
+]
+GAP: Typeset = ("", 11.0, "regular")
+
+
+def headings(lines: list[Typeset]) -> list[str]:
+    document = extract_pdf(typeset_pdf(lines), max_pages=5)
+    return [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
+
+
+def test_headings_stacked_one_under_another_are_each_a_heading() -> None:
+    # A Word title, subtitle and three headings with no body between: six heading lines in
+    # a row, each set apart by space, are not one emphasised paragraph.
+    stack: list[Typeset] = [
+        ("Sample Document Title", 18.0, "bold"), GAP,
+        ("And now for a subtitle", 14.0, "regular"), GAP,
+        ("Main Heading", 16.0, "regular"), GAP,
+        ("Heading Level 1", 16.0, "bold"), GAP,
+        ("Heading Level 2", 14.0, "bold"), GAP,
+        ("Heading Level 3", 13.0, "bold"), GAP,
+    ]  # fmt: skip
+    found = headings([*stack, *BODY])
+    assert "Heading Level 1" in found
+    assert "Heading Level 3" in found
+    assert "Sample Document Title" in found
+
+
+def test_a_bold_paragraph_is_no_heading_even_when_its_first_lines_read_like_one() -> None:
+    bold = [
+        ("The standing trustee must review the", 11.0, "bold"),
+        ("Petition and Schedules of every case", 11.0, "bold"),
+        ("And Decide on them within a week.", 11.0, "bold"),
+    ]
+    assert headings([*BODY[:4], GAP, *bold, GAP, *BODY]) == []
+    # Set apart from the paragraph below by space, the same lines' first two are a heading.
+    two = [("Review of the Petition", 11.0, "bold"), ("And the Schedules", 11.0, "bold")]
+    assert headings([*BODY[:4], GAP, *two, GAP, *BODY]) == [
+        "Review of the Petition And the Schedules"
+    ]
+
+
+def test_a_long_run_of_bold_lines_is_an_emphasised_paragraph() -> None:
+    run = [(f"Emphasised Line {n} of the Abstract", 11.0, "bold") for n in range(5)]
+    assert headings([*BODY[:4], GAP, *run, GAP, *BODY]) == []
+
+
+def test_a_title_wrapped_over_lines_is_one_heading() -> None:
+    wrapped: list[Typeset] = [
+        ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13", 16.0, "bold"),
+        ("CASES", 16.0, "bold"), GAP,
+        *BODY[:4], GAP,
+        ("Program Management", 11.0, "bold"),
+        ("and Review", 11.0, "bold"), GAP,
+        *BODY[4:8], GAP,
+        ("Appointment, Qualifications,", 16.0, "bold"),
+        ("and Compensation", 16.0, "bold"), GAP,
+        *BODY[8:],
+    ]  # fmt: skip
+    assert headings(wrapped) == [
+        "CHAPTER 3 - ADMINISTRATION OF CHAPTER 13 CASES",
+        "Program Management and Review",
+        "Appointment, Qualifications, and Compensation",
+    ]
+
+
+def test_a_number_at_a_larger_heading_s_end_is_no_page_number() -> None:
+    lines: list[Typeset] = [("Heading Level 1", 16.0, "bold"), GAP, *BODY]
+    assert headings(lines) == ["Heading Level 1"]
+    # In the body's type, a title ending in a number is a contents line.
+    lines = [*BODY[:4], GAP, ("1.2 Introduction 7", 11.0, "regular"), GAP, *BODY]
+    assert headings(lines) == []
+
+
+def test_a_numbered_heading_in_another_family_stands_apart_below() -> None:
+    lines: list[Typeset] = [
+        *BODY[:5],
+        ("2.1. Application of the Criteria", 11.0, "serif"), GAP,
+        *BODY[5:9], GAP,
+        # A numbered reference in the other family runs on into its next line: no heading.
+        ("3. Environmental Protection Agency", 11.0, "serif"),
+        *BODY[9:11], GAP,
+        # Nor a running head's page number and lower-case topic, nor initials.
+        ("16 all.names", 11.0, "serif"), GAP,
+        ("11 U.S.C. Section 343", 11.0, "serif"), GAP,
+        *BODY[11:],
+    ]  # fmt: skip
+    assert headings(lines) == ["2.1. Application of the Criteria"]
+
+
+def test_a_section_number_at_a_tab_stop_is_no_table_row() -> None:
+    lines: list[Typeset] = [
+        *BODY[:6],
+        GAP,
+        ("1. CONFLICTS OF INTEREST", 13.0, "bold", 108.0),
+        GAP,
+        *BODY[6:],
+    ]
+    assert headings(lines) == ["1. CONFLICTS OF INTEREST"]
+    # Two words far apart with no number before them are still a table's header row.
+    lines = [*BODY[:6], GAP, ("Name Description", 13.0, "bold", 300.0), GAP, *BODY[6:]]
+    assert headings(lines) == []
+
+
+def test_a_contents_page_gives_no_heading_after_its_first_entry() -> None:
+    entries: list[Typeset] = [
+        (f"{letter}. SECTION TITLE NUMBER{n}-{n}", 11.0, "regular")
+        for n, letter in enumerate("ABCDEF", 1)
+    ]
+    lines: list[Typeset] = [
+        ("Table of Contents", 16.0, "bold"), GAP,
+        ("CHAPTER 1 - INTRODUCTION", 11.0, "bold"), *entries[:3],
+        ("CHAPTER 2 - APPOINTMENT", 11.0, "bold"), *entries[3:],
+        GAP, *BODY,
+    ]  # fmt: skip
+    assert headings(lines) == ["Table of Contents", "CHAPTER 1 - INTRODUCTION"]
+
+
+def test_words_that_open_like_captions_or_admonitions_can_be_headings() -> None:
+    lines: list[Typeset] = [
+        ("Sources", 16.0, "bold"), GAP, *BODY[:4], GAP,
+        ("Notes", 16.0, "bold"), GAP, *BODY[4:8], GAP,
+        ("Table 3 Results by year", 16.0, "bold"), GAP, *BODY[8:11], GAP,
+        ("Note", 11.0, "bold"), GAP, *BODY[11:],
+    ]  # fmt: skip
+    assert headings(lines) == ["Sources", "Notes"]
+
+
+def test_a_stamp_set_upright_in_the_margin_is_no_heading() -> None:
+    body = b"\n".join(
+        b"BT /F1 11 Tf 72 %d Td (Body line %d of a paragraph, set in the usual type) Tj ET"
+        % (700 - 14 * n, n)
+        for n in range(20)
+    )
+    stamp = b"BT /F1 20 Tf 0 1 -1 0 30 250 Tm (arXiv:1601.03642v1 [cs.CV] 12 Jan 2016) Tj ET"
+    title = b"BT /F1 20 Tf 72 740 Td (A Title in Larger Type) Tj ET"
+    document = extract_pdf(helvetica_page(b"\n".join([title, stamp, body])), max_pages=5)
+    found = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
+    assert found == ["A Title in Larger Type"]
+
+
+def test_short_capitals_are_a_heading_unless_in_a_form_s_small_type() -> None:
+    lines: list[Typeset] = [
+        *BODY[:6], GAP, ("REFERENCES", 10.0, "regular"), GAP, *BODY[6:10], GAP,
+        ("PAY TO THE", 6.0, "regular"), GAP, *BODY[10:12], GAP,
+        ("Acknowledgments", 7.0, "caps"), GAP, *BODY[12:],
+    ]  # fmt: skip
+    # Small capitals' letters are small: their font's name tells them from a form's labels.
+    assert headings(lines) == ["REFERENCES", "Acknowledgments"]
