@@ -27,6 +27,7 @@ from collections.abc import Callable
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.page_lines import join_cell
 from docingest.pipeline.extract.pdf_banded import banded_grids
 from docingest.pipeline.extract.pdf_lines import PdfLine
 from docingest.pipeline.extract.pdf_paths import MAX_OBJECTS, object_count, path_bounds
@@ -217,7 +218,7 @@ def _fill(
         else:
             wrapped = wrapped or len(band) > 1
             stacked = zip(*texts.values(), strict=True)
-            rows.append([" ".join(filter(None, column)) for column in stacked])
+            rows.append([join_cell(column) for column in stacked])
     used = [column for column in range(len(grid.columns) - 1) if any(row[column] for row in rows)]
     rows = [[row[column] for column in used] for row in rows if any(row)]
     if len(used) < 2 or sum(sum(map(bool, row)) >= 2 for row in rows) < 2:
