@@ -8,7 +8,11 @@ from pathlib import Path
 from docingest.pipeline.document import BlockKind
 from docingest.pipeline.extract.pdf import extract_pdf
 from tests.support.printed_pdfs import print_html, without_tags
-from tests.support.structured_pdfs import aligned_table_pdf, ruled_table_pdf
+from tests.support.structured_pdfs import (
+    aligned_table_pdf,
+    row_written_grid_pdf,
+    ruled_table_pdf,
+)
 
 ROWS = [
     ("smallint", "2 bytes", "small-range integer", "-32768 to +32767"),
@@ -87,6 +91,28 @@ def test_wrapped_cell_runs_on_after_a_slash_only_where_a_word_ends_in_it() -> No
     tables = [block.text for block in document.blocks if block.kind is BlockKind.TABLE]
     assert tables == [
         "file | use\n/etc/security/access.conf | access limits\nq = t1 / t2 | division"
+    ]
+
+
+def test_first_cell_that_wraps_stays_with_its_row() -> None:
+    # The IRS worksheets: a row a line between two rules, but a first cell that wraps puts
+    # its first words on a line of their own ("Over $100,000 but not over" over "$160,850").
+    lines = [
+        ("Taxable income", "Rate", "Subtract"),
+        ("Over $100,000 but not over", "", ""),
+        ("$160,850", "x 28% (.28)", "$ 5,889.25"),
+        ("Over $160,850 but not over", "", ""),
+        ("$349,700", "x 33% (.33)", "$ 13,931.75"),
+        ("Over $349,700", "x 35%", "$ 20,925"),
+    ]
+    pdf = row_written_grid_pdf(lines, ruled_after={0, 4, 5})
+    document = extract_pdf(pdf, max_pages=3)
+    tables = [block.text for block in document.blocks if block.kind is BlockKind.TABLE]
+    assert tables == [
+        "Taxable income | Rate | Subtract\n"
+        "Over $100,000 but not over $160,850 | x 28% (.28) | $ 5,889.25\n"
+        "Over $160,850 but not over $349,700 | x 33% (.33) | $ 13,931.75\n"
+        "Over $349,700 | x 35% | $ 20,925"
     ]
 
 
