@@ -41,6 +41,7 @@ DOCX = ["statistics-homework-tables.docx", "debian-reference-ch04-libreoffice.do
 TAGGED_PDF = 'pdf:writer_pdf_Export:{"UseTaggedPDF":{"type":"boolean","value":"true"}}'
 """LibreOffice's export with tags, as "Tagged PDF" in its PDF options (off by default)."""
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+BREAKS = (W + "t", W + "br", W + "cr", W + "tab")
 
 WORKER = """
 import json, sys, time
@@ -108,8 +109,9 @@ def docx_rows(path: Path) -> list[list[str]]:
             continue
         cells = []
         for cell in row.iter(W + "tc"):
+            # a line break or a tab inside a paragraph parts words as a space does
             paragraphs = [
-                "".join(t.text or "" for t in paragraph.iter(W + "t"))
+                "".join(t.text or "" if t.tag == W + "t" else " " for t in paragraph.iter(*BREAKS))
                 for paragraph in cell.iter(W + "p")
             ]
             cells.append(squeeze(" ".join(paragraphs)))

@@ -79,6 +79,8 @@ class Chunk(Model):
     page_start: int | None = None
     page_end: int | None = None
     headings: list[str] = Field(default_factory=list)
+    table_header: str | None = None
+    """The header row of the table this chunk continues, not part of `text`."""
     version: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 

@@ -230,6 +230,30 @@ def ruled_table_pdf(
     return helvetica_page(b"\n".join(content), height)
 
 
+def row_written_grid_pdf(lines: Sequence[Sequence[str]], *, ruled_after: set[int]) -> bytes:
+    """One untagged page: each of `lines` set on one baseline, its cells 150 points apart and
+    written left to right (as the IRS's forms write a row), in a grid of thin rules whose
+    horizontal ones fall above the first line and after each line numbered in `ruled_after`:
+    a band between two rules may hold several lines."""
+    content: list[bytes] = []
+    ys, y = [740.0], 740.0
+    for number, line in enumerate(lines):
+        y -= 14
+        for column, text in enumerate(line):
+            if text:
+                content.append(b"BT /F1 10 Tf %g %g Td (%s) Tj ET" % (
+                    76 + 150 * column, y, _escape(text)))  # fmt: skip
+        if number in ruled_after:
+            y -= 6
+            ys.append(y)
+    columns = max(len(line) for line in lines)
+    for rule in ys:
+        content.append(b"72 %g %g 0.5 re f" % (rule, 150 * columns))
+    for column in range(columns + 1):
+        content.append(b"%g %g 0.5 %g re f" % (72 + 150 * column, ys[-1], ys[0] - ys[-1]))
+    return helvetica_page(b"\n".join(content))
+
+
 def placed_pdf(
     texts: Sequence[tuple[str, float, float, float]],
     rules: Sequence[tuple[float, float, float]] = (),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from docingest.pipeline.document import Block, BlockKind
 
@@ -51,6 +51,20 @@ MarkedHeadings = dict[int, tuple[str, int, int]]
 def clean(text: str) -> str:
     """Drop control characters, expand ligature characters and collapse spaces in a line."""
     return _SPACES.sub(" ", text.translate(_TRANSLATION)).strip()
+
+
+def join_cell(parts: Iterable[str]) -> str:
+    """A table cell's wrapped lines (or runs of text) as one line, spaced; a line ending in a
+    slash runs on without one (a path or an address wrapped where it may break:
+    "/etc/" + "passwd")."""
+    joined, glue = "", False
+    for part in parts:
+        tidy = clean(part)
+        if tidy:
+            joined = joined + tidy if glue or not joined else f"{joined} {tidy}"
+            # "a /" is an operator standing apart and "/etc/ " a line ending with a space
+            glue = len(part) > 1 and part[-1] == "/" and not part[-2].isspace()
+    return joined
 
 
 def clean_lines(text: str, *, page_label: str, page_number: int) -> list[str]:

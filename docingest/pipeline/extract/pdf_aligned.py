@@ -141,10 +141,6 @@ class _GapReader:
         self.text = text
         self.box = pdfium_c.FS_RECTF()
 
-    def _edges(self, index: int) -> tuple[float, float]:
-        pdfium_c.FPDFText_GetLooseCharBox(self.textpage, index, self.box)
-        return self.box.left, self.box.right
-
     def row(self, line: PdfLine) -> _Row:
         """The line's wide gaps (x intervals) and its cells (character ranges)."""
         text, start = self.text, line.start
@@ -153,23 +149,27 @@ class _GapReader:
         gaps: list[tuple[float, float]] = []
         cells: list[tuple[int, int]] = []
         cell_start = start
-        index = start
-        while index < end:
-            if text[index] != " ":
-                index += 1
-                continue
-            after = index
+        raw, box, char_box, wide = (
+            self.textpage,
+            self.box,
+            pdfium_c.FPDFText_GetLooseCharBox,
+            GAP * line.size,
+        )
+        index = text.find(" ", start, end)  # from space to space: most characters are not
+        while index >= 0:
+            after = index + 1
             while after < end and text[after] == " ":
                 after += 1
             # A run of spaces is a monospaced layout (code), not a cell gap.
             if after == index + 1 and index > start and after < end:
-                right = self._edges(index - 1)[1]
-                left = self._edges(after)[0]
-                if left - right > GAP * line.size:
-                    gaps.append((right, left))
+                char_box(raw, index - 1, box)
+                right = box.right
+                char_box(raw, after, box)
+                if box.left - right > wide:
+                    gaps.append((right, box.left))
                     cells.append((cell_start, index))
                     cell_start = after
-            index = after
+            index = text.find(" ", after, end)
         cells.append((cell_start, end))
         return gaps, cells
 
@@ -212,8 +212,23 @@ def _joins(reader: _GapReader, line: PdfLine, rows: list[_Row]) -> _Row | None:
 def gaps_line_up(gaps: list[tuple[float, float]], others: list[list[tuple[float, float]]]) -> bool:
     """Whether one of a row's `gaps` (x intervals) overlaps a gap in `ALIGNED` of the
     `others` rows' (also used for OCR's word boxes, `ocr_tables`)."""
+    needed = ALIGNED * len(others)
+    if needed == 0:
+        return bool(gaps)
+    spare = len(others) - needed  # rows that may miss before this gap cannot line up
     for left, right in gaps:
-        support = sum(any(a < right and left < b for a, b in other) for other in others)
-        if support >= ALIGNED * len(others):
-            return True
+        # Counted with early exits both ways: this runs for every row of every run and was
+        # most of the alignment's CPU on table-heavy pages (BENCHMARKS.md, "CPU per page").
+        support = missed = 0
+        for other in others:
+            for a, b in other:
+                if a < right and left < b:
+                    support += 1
+                    break
+            else:
+                missed += 1
+                if missed > spare:
+                    break
+            if support >= needed:
+                return True
     return False

@@ -240,11 +240,19 @@ class _StyleReader:
             index = start + offset
             size = pdfium_c.FPDFText_GetFontSize(textpage, index)
             pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
-            if box.right > box.left or box.top > box.bottom:
-                left, right = min(left, box.left), max(right, box.right)
-                top, bottom = max(top, box.top), min(bottom, box.bottom)
+            # comparisons, not min()/max(): this runs for every sample of every line
+            box_left, box_right, box_top, box_bottom = box.left, box.right, box.top, box.bottom
+            if box_right > box_left or box_top > box_bottom:
+                if box_left < left:
+                    left = box_left
+                if box_right > right:
+                    right = box_right
+                if box_top > top:
+                    top = box_top
+                if box_bottom < bottom:
+                    bottom = box_bottom
             if size <= 1.5:  # no size information: the glyph box's height, to a point
-                size = float(round(max(box.top - box.bottom, 0.0)))
+                size = float(round(box_top - box_bottom)) if box_top > box_bottom else 0.0
             sizes.append(size)
             length = pdfium_c.FPDFText_GetFontInfo(textpage, index, name, _NAME_SIZE, flags)
             font = name.value if 0 < length <= _NAME_SIZE else b""

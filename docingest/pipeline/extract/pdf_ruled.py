@@ -27,6 +27,7 @@ from collections.abc import Callable
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.page_lines import join_cell
 from docingest.pipeline.extract.pdf_banded import banded_grids
 from docingest.pipeline.extract.pdf_lines import PdfLine
 from docingest.pipeline.extract.pdf_paths import MAX_OBJECTS, object_count, path_bounds
@@ -201,6 +202,7 @@ def _fill(
             for n in band
         }
         first = min(c for line in texts.values() for c, cell in enumerate(line) if cell)
+        texts = _first_cells_joined(texts, first)
         # Lines set between two rules, a row each (LaTeX's): each line fills the first cell
         # and another. Ruled across only (`pdf_banded`), a statement's `Revenue:` rows and
         # LaTeX's multirow cells too: each line fills the first cell, or each after the
@@ -217,7 +219,7 @@ def _fill(
         else:
             wrapped = wrapped or len(band) > 1
             stacked = zip(*texts.values(), strict=True)
-            rows.append([" ".join(filter(None, column)) for column in stacked])
+            rows.append([join_cell(column) for column in stacked])
     used = [column for column in range(len(grid.columns) - 1) if any(row[column] for row in rows)]
     rows = [[row[column] for column in used] for row in rows if any(row)]
     if len(used) < 2 or sum(sum(map(bool, row)) >= 2 for row in rows) < 2:
@@ -234,6 +236,33 @@ def _fill(
         table,
         *(line for n, line in enumerate(lines) if n > first and n not in taken),
     ]
+
+
+def _first_cells_joined(texts: dict[int, list[str]], first: int) -> dict[int, list[str]]:
+    """A band's lines with a first cell that wraps joined into one line: a line holding only
+    its first cell, not a label (no closing colon), runs on into the next line when that
+    one fills the first cell and another and its first cell goes on the phrase (lower case,
+    a digit, a currency sign: "At least $100,000 but not over" over "$160,850 | × 28%")."""
+    if len(texts) < 2:
+        return texts
+    joined: dict[int, list[str]] = {}
+    held: list[str] | None = None
+    held_at = -1
+    for n, line in texts.items():
+        if held is not None:
+            head = line[first][:1]
+            if sum(map(bool, line)) >= 2 and (head.islower() or head.isdigit() or head in "$€£¥"):
+                line = [*line[:first], join_cell([held[first], line[first]]), *line[first + 1 :]]
+            else:
+                joined[held_at] = held
+        held = None
+        if line[first] and sum(map(bool, line)) == 1 and not line[first].endswith(":"):
+            held, held_at = line, n
+        else:
+            joined[n] = line
+    if held is not None:
+        joined[held_at] = held
+    return joined
 
 
 def _prose(row: list[str]) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from docingest.pipeline.extract.page_lines import clean
+from docingest.pipeline.extract.page_lines import clean, join_cell
 
 MAX_ELEMENTS = 20_000
 """Structure elements visited per page at most."""
@@ -96,7 +96,7 @@ def page_tables(
                     runs.setdefault(current, []).append((run_start, index))
                     owners[run_start:index] = [current[0]] * (index - run_start)
                 current, run_start = owner, index
-        pieces = {cell: " ".join(text[a:b] for a, b in spans) for cell, spans in runs.items()}
+        pieces = {cell: _cell_text(text, spans) for cell, spans in runs.items()}
         firsts = {cell: spans[0][0] for cell, spans in runs.items()}
         tables = []
         for t, rows in enumerate(raw_tables):
@@ -115,6 +115,15 @@ def page_tables(
         return tables, owners
     finally:
         pdfium_c.FPDF_StructTree_Close(tree)
+
+
+def _cell_text(text: str, spans: list[tuple[int, int]]) -> str:
+    """A cell's runs of characters as one line: runs on one line joined by a space, its
+    printed lines by `join_cell` (which knows where a wrapped line needs none)."""
+    joined = text[spans[0][0] : spans[0][1]]
+    for (_, end), (start, stop) in zip(spans, spans[1:], strict=False):
+        joined += ("\r\n" if "\n" in text[end:start] else " ") + text[start:stop]
+    return join_cell(joined.split("\r\n"))
 
 
 def _left_to_right(textpage: pdfium.PdfTextPage, firsts: list[int | None]) -> list[int]:
@@ -180,13 +189,18 @@ def _rows(table: pdfium_c.FPDF_STRUCTELEMENT, budget: _Budget) -> Iterator[list[
 
 
 def _mcids(element: pdfium_c.FPDF_STRUCTELEMENT, budget: _Budget) -> set[int]:
-    """The marked-content ids of `element` and everything under it."""
+    """The marked-content ids of `element` and everything under it, on this page only.
+
+    A paragraph that runs on to the next page (a cell split by a page break) lists its ids on
+    both pages; ids are numbered per page, so the other page's would claim this page's text.
+    PDFium's per-kid id answers only for kids on the page the tree was loaded for."""
     found: set[int] = set()
     stack = [element]
+    get_mcid = pdfium_c.FPDF_StructElement_GetChildMarkedContentID
     while stack and budget.take():
         current = stack.pop()
-        for index in range(max(pdfium_c.FPDF_StructElement_GetMarkedContentIdCount(current), 0)):
-            mcid = pdfium_c.FPDF_StructElement_GetMarkedContentIdAtIndex(current, index)
+        for index in range(max(pdfium_c.FPDF_StructElement_CountChildren(current), 0)):
+            mcid = get_mcid(current, index)
             if mcid >= 0:
                 found.add(mcid)
         stack.extend(_children(current))

@@ -1,5 +1,6 @@
 """A document's chunks, a page at a time: the live version's chunks in order, with their
-offsets, pages and headings (`GET .../documents/{document_id}/chunks`).
+offsets, pages, headings and a continued table's header row
+(`GET .../documents/{document_id}/chunks`).
 
 The cursor (`docingest.pipeline.cursors`, bound to the index and the document) names the
 version it pages through and the next chunk index, so a page never mixes versions: when the
@@ -39,6 +40,9 @@ class DocumentChunk(BaseModel):
     page_start: int | None
     page_end: int | None
     headings: list[str]
+    table_header: str | None = None
+    """The header row of the table this chunk continues (not part of `text`), as in search
+    results; None for most chunks."""
 
 
 class ChunkPage(BaseModel):
@@ -107,6 +111,7 @@ def document_chunks(
                 page_start=chunk.page_start,
                 page_end=chunk.page_end,
                 headings=chunk.headings,
+                table_header=chunk.table_header or None,
             )
             for chunk in chunks
         ],

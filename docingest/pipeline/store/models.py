@@ -321,7 +321,7 @@ class ScoredChunk:
 
 CHUNK_PAYLOAD_KEYS = (
     "document_id", "version", "chunk_index", "text", "start", "end", "gap", "page_start",
-    "page_end", "headings",
+    "page_end", "headings", "table_header",
 )  # fmt: skip
 """Payload keys read for a document's chunks and a hit's neighbours."""
 
@@ -341,6 +341,8 @@ class StoredChunk:
     page_start: int | None
     page_end: int | None
     headings: list[str]
+    table_header: str = ""
+    """The header row of the table this chunk continues, "" if none (`Chunk.table_header`)."""
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> StoredChunk:
@@ -355,4 +357,5 @@ class StoredChunk:
             page_start=payload.get("page_start"),
             page_end=payload.get("page_end"),
             headings=list(payload.get("headings") or []),
+            table_header=payload.get("table_header") or "",
         )

@@ -8,7 +8,11 @@ from pathlib import Path
 from docingest.pipeline.document import BlockKind
 from docingest.pipeline.extract.pdf import extract_pdf
 from tests.support.printed_pdfs import print_html, without_tags
-from tests.support.structured_pdfs import aligned_table_pdf, ruled_table_pdf
+from tests.support.structured_pdfs import (
+    aligned_table_pdf,
+    row_written_grid_pdf,
+    ruled_table_pdf,
+)
 
 ROWS = [
     ("smallint", "2 bytes", "small-range integer", "-32768 to +32767"),
@@ -76,6 +80,59 @@ def test_untagged_ruled_table_keeps_wrapped_cells_in_their_row() -> None:
     assert [(block.kind, block.text) for block in document.blocks] == [
         (BlockKind.TABLE, "\n".join(" | ".join(c.replace("\n", " ") for c in r) for r in RULED))
     ]
+
+
+def test_wrapped_cell_runs_on_after_a_slash_only_where_a_word_ends_in_it() -> None:
+    # LibreOffice wraps a path in a narrow cell after a slash ("/etc/security/" over
+    # "access.conf"): one word again. A slash standing apart (an operator) keeps its space.
+    rows = [("file", "use"), ("/etc/security/\naccess.conf", "access limits"),
+            ("q = t1 /\nt2", "division")]  # fmt: skip
+    document = extract_pdf(ruled_table_pdf(rows), max_pages=3)
+    tables = [block.text for block in document.blocks if block.kind is BlockKind.TABLE]
+    assert tables == [
+        "file | use\n/etc/security/access.conf | access limits\nq = t1 / t2 | division"
+    ]
+
+
+def test_first_cell_that_wraps_stays_with_its_row() -> None:
+    # The IRS worksheets: a row a line between two rules, but a first cell that wraps puts
+    # its first words on a line of their own ("Over $100,000 but not over" over "$160,850").
+    lines = [
+        ("Taxable income", "Rate", "Subtract"),
+        ("Over $100,000 but not over", "", ""),
+        ("$160,850", "x 28% (.28)", "$ 5,889.25"),
+        ("Over $160,850 but not over", "", ""),
+        ("$349,700", "x 33% (.33)", "$ 13,931.75"),
+        ("Over $349,700", "x 35%", "$ 20,925"),
+    ]
+    pdf = row_written_grid_pdf(lines, ruled_after={0, 4, 5})
+    document = extract_pdf(pdf, max_pages=3)
+    tables = [block.text for block in document.blocks if block.kind is BlockKind.TABLE]
+    assert tables == [
+        "Taxable income | Rate | Subtract\n"
+        "Over $100,000 but not over $160,850 | x 28% (.28) | $ 5,889.25\n"
+        "Over $160,850 but not over $349,700 | x 33% (.33) | $ 13,931.75\n"
+        "Over $349,700 | x 35% | $ 20,925"
+    ]
+
+
+def test_tagged_cell_running_on_to_the_next_page_keeps_that_page_out(tmp_path: Path) -> None:
+    # A cell's paragraph that a page break cuts lists its marked-content ids on both pages;
+    # ids are numbered per page, so the first page's ids took the next page's prose.
+    before = "".join(f"<p>Paragraph {n} of the prose before the table.</p>" for n in range(30))
+    long = " ".join(f"word{n}" for n in range(400))
+    rows = "".join(f"<tr><td>key{n}</td><td>value {n}</td></tr>" for n in range(3))
+    after = "".join(f"<p>Closing paragraph {n} after the table.</p>" for n in range(5))
+    html = (
+        f"{before}<table border=1><tr><th>Key</th><th>Value</th></tr>{rows}<tr><td>long</td>"
+        f"<td>{long}</td></tr><tr><td>after</td><td>the long row</td></tr></table>{after}"
+    )
+    document = extract_pdf(print_html(html, tmp_path), max_pages=10)
+    tables = [block.text for block in document.blocks if block.kind is BlockKind.TABLE]
+    assert len(tables) == 2 and tables[1].endswith("word399\nafter | the long row")
+    assert not any("Closing" in table for table in tables)
+    prose = " ".join(block.text for block in document.blocks if block.kind is BlockKind.PARAGRAPH)
+    assert all(f"Closing paragraph {n} after the table." in prose for n in range(5))
 
 
 def test_untagged_table_ruled_across_only_keeps_wrapped_cells_in_their_row() -> None:

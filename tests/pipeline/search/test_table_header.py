@@ -1,5 +1,5 @@
-"""A continued table's header row goes through the store into search results, on both
-engines: stored where a chunk continues a table, absent elsewhere (ADR 0019)."""
+"""A continued table's header row goes through the store into search results and the chunk
+listing, on both engines: stored where a chunk continues a table, absent elsewhere (ADR 0019)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from docingest.pipeline.search import SearchRequest, SearchTarget, search
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.sparse import encode_document
 from docingest.pipeline.store import DocumentFields, IndexConfig, VectorStore
+from docingest.pipeline.store.chunk_pages import document_chunks
 from tests.support.engines import ENGINES, engine_fields
 
 INDEX = "tables"
@@ -62,6 +63,10 @@ def test_search_results_carry_the_header_of_a_continued_table(engine: str, tmp_p
         results = search(store, SearchTarget(INDEX, embedder), request).results
         request = SearchRequest.model_validate({"query": "packages below", "mode": "keyword"})
         first = search(store, SearchTarget(INDEX, embedder), request).results
+        listed = document_chunks(store, INDEX, "packages", limit=500).chunks
     assert "\npackage59 | 413 KiB | tool number 59 of the set\n" in results[0].text
     assert results[0].table_header == "Package | Size | Description"
     assert first[0].chunk_index == 0 and first[0].table_header is None
+    assert [chunk.table_header for chunk in listed] == [
+        chunk.table_header or None for chunk in prepared.chunks
+    ]
