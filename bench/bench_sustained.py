@@ -291,13 +291,15 @@ def settle_store(
     base_url: str, store: Mapping[str, str], *, quiet_seconds: float = 5.0, timeout: float = 1800.0
 ) -> None:
     """Wait until the service's optimizer has run nothing for `quiet_seconds` (and, on
-    Postgres, no graph has been built: in whichever process, the server's own view)."""
+    Postgres, no graph builder has been at work: in whichever process, the server's own
+    view). A builder holds its lock through builds and merges of minutes, so its count must
+    be 0, not merely unchanged (it was, and idle searches ran while merges had not)."""
     deadline = time.monotonic() + timeout
     with httpx.Client(base_url=base_url, timeout=30) as client:
         last, quiet_since = None, time.monotonic()
         while time.monotonic() < deadline:
-            runs = optimizer_runs(client) - 1e6 * graph_builds(store)
-            if runs != last:
+            runs = optimizer_runs(client)
+            if runs != last or graph_builds(store):
                 last, quiet_since = runs, time.monotonic()
             elif time.monotonic() - quiet_since >= quiet_seconds:
                 return
