@@ -105,6 +105,7 @@ class Measured:
     idle: list[float] = field(default_factory=list)  # seconds of searches once settled
     memory: str = ""  # of the process serving the API
     diagnosis: list[str] = field(default_factory=list)  # --diagnose: the server's view
+    layout: str = ""  # the index's generations once settled (Postgres)
 
     @property
     def chunks_per_second(self) -> float:
@@ -129,7 +130,7 @@ class Measured:
             f"{len(builds)} builds, longest {max(builds, default=0) * 1000:.0f} ms, "
             f"longest logged flush {max(flushes, default=0) * 1000:.0f} ms; idle afterwards: "
             f"p50 {percentile(self.idle, 0.5) * 1000 if self.idle else 0:.1f} ms; "
-            f"API process {self.memory}"
+            f"API process {self.memory}" + (f"; settled as {self.layout}" if self.layout else "")
         )
 
     def pauses(self) -> list[str]:
@@ -200,10 +201,11 @@ def measure(
         data_dir = Path(tmp)
         try:
             return _measure(label, code, args, corpus, data_dir, store_settings(store))
-        finally:  # kept for a look at what the service did
-            kept = Path(tempfile.gettempdir()) / f"bench-sustained-{label.split()[0]}.log"
-            if (data_dir / "serve.log").exists():
-                kept.write_bytes((data_dir / "serve.log").read_bytes())
+        finally:  # kept for a look at what the service did (workers: the graph builder)
+            for log in data_dir.glob("*.log"):
+                suffix = "" if log.stem == "serve" else f"-{log.stem}"
+                name = f"bench-sustained-{label.split()[0]}{suffix}.log"
+                (Path(tempfile.gettempdir()) / name).write_bytes(log.read_bytes())
 
 
 def _measure(
@@ -249,6 +251,7 @@ def _measure(
         if args.diagnose and store:
             measured.diagnosis = diagnose(measured, logged) + [pool_waits(env.base_url)]
         settle_store(env.base_url, store)
+        measured.layout = generations(store)
         measured.idle = idle_searches(env.base_url)
         measured.memory = memory(api.popen.pid)
     measured.store_work = store_work(data_dir / "serve.log")
@@ -300,13 +303,15 @@ def settle_store(
     base_url: str, store: Mapping[str, str], *, quiet_seconds: float = 5.0, timeout: float = 1800.0
 ) -> None:
     """Wait until the service's optimizer has run nothing for `quiet_seconds` (and, on
-    Postgres, no graph has been built: in whichever process, the server's own view)."""
+    Postgres, no graph builder has been at work: in whichever process, the server's own
+    view). A builder holds its lock through builds and merges of minutes, so its count must
+    be 0, not merely unchanged (it was, and idle searches ran while merges had not)."""
     deadline = time.monotonic() + timeout
     with httpx.Client(base_url=base_url, timeout=30) as client:
         last, quiet_since = None, time.monotonic()
         while time.monotonic() < deadline:
-            runs = optimizer_runs(client) - 1e6 * graph_builds(store)
-            if runs != last:
+            runs = optimizer_runs(client)
+            if runs != last or graph_builds(store):
                 last, quiet_since = runs, time.monotonic()
             elif time.monotonic() - quiet_since >= quiet_seconds:
                 return
@@ -324,6 +329,32 @@ def idle_searches(base_url: str, count: int = 60) -> list[float]:
             client.post(f"/v1/indexes/{INDEX}/search", json=body).raise_for_status()
             seconds.append(time.monotonic() - started)
     return seconds
+
+
+def generations(store: Mapping[str, str]) -> str:
+    """The rows of each generation (partition) of the index's table on PostgreSQL, once
+    settled: what an idle search walks ("" for Edge)."""
+    url = store.get("DOCINGEST_DATABASE_URL")
+    if not url:
+        return ""
+    import psycopg
+    from psycopg import sql
+
+    schema = store["DOCINGEST_DATABASE_SCHEMA"]
+    with psycopg.connect(url) as connection:
+        parts = connection.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'r' ORDER BY c.relname",
+            [schema],
+        ).fetchall()
+        rows = [
+            connection.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, name))
+            ).fetchone()
+            for (name,) in parts
+        ]
+    return "generations of " + " + ".join(f"{int(row[0]) if row else 0:,}" for row in rows)
 
 
 def optimizer_runs(client: httpx.Client) -> float:

@@ -166,6 +166,10 @@ def test_the_api_and_a_worker_started_before_postgres_wait_for_it(
     for job_id in jobs:
         job = client.job(job_id)
         assert (job["status"], job["attempts"]) == ("queued", 0), job  # nothing spent
+    listed = client.http.get("/v1/jobs", params={"index": INDEX})  # the jobs live in Redis
+    assert listed.status_code == 200, listed.text
+    waiting = {job["job_id"]: (job["status"], job["attempts"]) for job in listed.json()["jobs"]}
+    assert waiting == dict.fromkeys(jobs, ("queued", 0))
 
     server.ensure_postgres_running()
     finished = [client.wait(job_id, timeout=TIMEOUT) for job_id in jobs]

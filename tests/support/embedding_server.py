@@ -17,6 +17,8 @@ stays down) until `recover()`. `fixed_dimensions` answers vectors of that size w
 request's `dimensions` (a deployment of the wrong size), `model_salt` other vectors under the
 same model name (another model), and `report_usage=False` leaves out the reply's `usage`.
 `words=True` answers `word_vectors` instead: vectors that cluster as real embeddings do.
+`vectors=fn` answers `fn(texts, dimensions)` instead: a real model behind the fake's API (a
+bench's cached local embedder, so several services embed alike at the cost of one).
 
 `latency` is the least time between receiving a request and answering it (the vectors are
 computed inside it), plus a uniform random `latency_jitter`. Every request is recorded, with
@@ -147,9 +149,11 @@ class FakeEmbeddingServer:
         model_salt: str = "",
         report_usage: bool = True,
         words: bool = False,
+        vectors: Callable[[list[str], int], np.ndarray] | None = None,
     ) -> None:
         self.dimensions = dimensions
         self.words = words
+        self.vectors = vectors
         self.fixed_dimensions = fixed_dimensions
         self.model_salt = model_salt
         self.report_usage = report_usage
@@ -274,7 +278,9 @@ class FakeEmbeddingServer:
     def embedding_reply(self, request: RecordedRequest, *, dimensions: int) -> bytes:
         """Build the OpenAI-shaped success body (assembled by hand: json.dumps is the slow part)."""
         model = request.model or ""
-        if self.words:
+        if self.vectors is not None:
+            vectors = np.asarray(self.vectors(request.inputs, dimensions), dtype="<f4")
+        elif self.words:
             vectors = word_vectors(request.inputs, dimensions)
         else:
             vectors = fake_vectors(model + self.model_salt, request.inputs, dimensions)

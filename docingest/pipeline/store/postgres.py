@@ -56,6 +56,7 @@ from docingest.pipeline.store.postgres_generations import (
     unbuilt,
 )
 from docingest.pipeline.store.postgres_merges import drop_leftovers
+from docingest.pipeline.store.postgres_pool import quiet_reconnects
 from docingest.pipeline.store.postgres_rows import record, write_points
 from docingest.pipeline.store.postgres_schema import (
     chunk_table,
@@ -113,6 +114,7 @@ class PostgresEngine:
             connection.execute("SET hnsw.iterative_scan = strict_order")
             connection.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(ef_search)))
 
+        quiet_reconnects()
         pool = ConnectionPool(
             url,
             min_size=1,
