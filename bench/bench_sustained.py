@@ -418,13 +418,16 @@ def graph_builds(store: Mapping[str, str]) -> int:
         return 0
     import psycopg
 
-    from docingest.pipeline.store.postgres_generations import BUILD_KEY
+    from docingest.pipeline.store.postgres_generations import build_key
 
+    # The baseline tree's builders may take the key used before it was one per schema.
+    keys = [build_key(store["DOCINGEST_DATABASE_SCHEMA"]) & 0xFFFFFFFF, 0x67726166]
     with psycopg.connect(url) as connection:
         row = connection.execute(
             "SELECT (SELECT count(*) FROM pg_stat_progress_create_index) + (SELECT count(*) "
-            "FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid AND granted)",
-            [BUILD_KEY],
+            "FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ANY(%s) "
+            "AND objsubid = 2 AND granted)",
+            [keys],
         ).fetchone()
     return int(row[0]) if row else 0
 

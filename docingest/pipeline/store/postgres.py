@@ -283,7 +283,7 @@ class PostgresEngine:
             if row is None:
                 return False
             number = int(row[0])
-            stop_builders(connection, number)
+            stop_builders(connection, self._schema, number)
             drop_leftovers(connection, self._schema, number)  # a merge's unattached copy
             connection.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}, {}").format(

@@ -26,6 +26,7 @@ import logging
 import math
 import threading
 import time
+import zlib
 from collections.abc import Callable
 
 import psycopg
@@ -48,8 +49,20 @@ BEHIND_WAIT_SECONDS = 60.0
 keep failing slow writers down, never stop them."""
 _BEHIND_POLL_SECONDS = 0.25
 _KICK_SECONDS = 5.0  # a kick while another process builds costs a connection, not a build
-_SEAL_KEY = 0x7365616C  # "seal": advisory locks (this, table number) of one index's seal
-BUILD_KEY = 0x67726166  # "graf": the session lock (this, table number) of its builder
+
+
+def lock_class(purpose: str, schema: str) -> int:
+    """The first key of the advisory locks (it, table number) that serve `purpose` in
+    `schema`. Advisory locks are the database's and table numbers repeat in every schema, so
+    a constant key let two deployments in one database (`database_schema`) stall and end
+    each other's graph builders."""
+    unsigned = zlib.crc32(f"{purpose}:{schema}".encode())
+    return unsigned - (1 << 32) if unsigned >= 1 << 31 else unsigned  # PostgreSQL's int4
+
+
+def build_key(schema: str) -> int:
+    """The first key of the session lock (it, table number) a table's graph builder holds."""
+    return lock_class("graf", schema)
 
 
 def seal(
@@ -59,7 +72,8 @@ def seal(
     one with at least `rows` written into it; whether this call did."""
     indexes = sql.Identifier(schema, "indexes")
     with connection.transaction():
-        connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_SEAL_KEY, number])
+        seal_key = lock_class("seal", schema)
+        connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", [seal_key, number])
         row = connection.execute(
             sql.SQL("SELECT generation, generation_rows FROM {} WHERE table_number = %s").format(
                 indexes
@@ -85,7 +99,7 @@ def unbuilt(connection: psycopg.Connection, schema: str, number: int) -> int:
     return sum(not built for _, built in sealed_generations(connection, schema, number).values())
 
 
-def stop_builders(connection: psycopg.Connection, number: int) -> None:
+def stop_builders(connection: psycopg.Connection, schema: str, number: int) -> None:
     """End the sessions that build table `number`'s graphs, in any process, before the table
     is dropped: a `CREATE INDEX CONCURRENTLY` waits for the dropping transaction, which waits
     for its table lock, and PostgreSQL would abort one of the two as a deadlock. A build cut
@@ -94,8 +108,9 @@ def stop_builders(connection: psycopg.Connection, number: int) -> None:
         with connection.transaction():  # a savepoint: a refusal leaves the delete going
             connection.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
-                "AND classid = %s AND objid = %s AND objsubid = 2 AND pid <> pg_backend_pid()",
-                [BUILD_KEY, number],
+                "AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 2 "
+                "AND pid <> pg_backend_pid()",
+                [build_key(schema) & 0xFFFFFFFF, number],  # pg_locks shows keys unsigned
             )
     except psycopg.errors.InsufficientPrivilege:  # a builder of another role: wait for it
         log.warning("cannot end the graph builds of chunks_%s (another role's)", number)
@@ -176,7 +191,7 @@ class GraphBuilder:
         options = "-c statement_timeout=0 -c lock_timeout=0"
         with psycopg.connect(self._url, autocommit=True, options=options) as connection:
             held = connection.execute(
-                "SELECT pg_try_advisory_lock(%s, %s)", [BUILD_KEY, number]
+                "SELECT pg_try_advisory_lock(%s, %s)", [build_key(self._schema), number]
             ).fetchone()
             if not held or not held[0]:
                 return  # another process builds them; it looks again before it ends

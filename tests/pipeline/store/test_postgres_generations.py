@@ -1,8 +1,8 @@
 """The PostgreSQL store's generations (`docingest.pipeline.store.postgres_generations`): rows
 written into an open generation without a graph, sealed generations given their HNSW index in
 the background, a killed build redone, a rewrite replacing a point wherever it lives, and a
-layout-1 table migrated into generation 0 with its data and graph, and writers held back
-while too many sealed generations wait for their graph."""
+layout-1 table migrated into generation 0 with its data and graph, writers held back
+while too many sealed generations wait for their graph, and builders apart per schema."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from docingest.pipeline.settings import Settings
 from docingest.pipeline.store import VectorStore
 from docingest.pipeline.store.postgres import PostgresEngine
-from docingest.pipeline.store.postgres_generations import BUILD_KEY
+from docingest.pipeline.store.postgres_generations import build_key
 from tests.pipeline.store.test_store import CONFIG, DIMS, records
 from tests.support.engines import postgres_url, schema_for
 
@@ -214,7 +214,7 @@ def test_writers_wait_while_the_bound_of_unbuilt_generations_is_reached(tmp_path
     ):
         store.create_index("docs", CONFIG)
         # what a builder busy elsewhere does: it holds the table's builder lock
-        builder.execute("SELECT pg_advisory_lock(%s, 1)", [BUILD_KEY])
+        builder.execute("SELECT pg_advisory_lock(%s, 1)", [build_key(settings.database_schema)])
         store.write_chunks("docs", chunks[:100])  # seals generation 0, which gets no graph
         assert graphs(settings.database_schema)["chunks_1_g0"] is False
         writer = threading.Thread(target=store.write_chunks, args=("docs", chunks[100:]))
@@ -222,8 +222,30 @@ def test_writers_wait_while_the_bound_of_unbuilt_generations_is_reached(tmp_path
         writer.join(timeout=3.0)
         assert writer.is_alive()  # waiting for the graph, its rows not written
         assert store.count_points("docs") == 100
-        builder.execute("SELECT pg_advisory_unlock(%s, 1)", [BUILD_KEY])
+        builder.execute("SELECT pg_advisory_unlock(%s, 1)", [build_key(settings.database_schema)])
         writer.join(timeout=120)  # the waiting writer kicks a builder, which builds it
         assert not writer.is_alive()
         assert graphs(settings.database_schema)["chunks_1_g0"] is True
         assert store.count_points("docs") == 150
+
+
+def test_another_schemas_builder_neither_holds_back_nor_is_ended_by_this_one(
+    tmp_path: Path,
+) -> None:
+    """Two deployments in one database: table numbers repeat in every schema, and advisory
+    locks are the database's, so a builder's lock must name its schema."""
+    settings = settings_for(tmp_path / "this")
+    other = schema_for(tmp_path / "other")
+    assert other != settings.database_schema
+    with (
+        VectorStore.open(settings) as store,
+        psycopg.connect(postgres_url(), autocommit=True) as busy,
+    ):
+        store.create_index("docs", CONFIG)
+        # the other deployment's builder of its table 1, at work throughout
+        busy.execute("SELECT pg_advisory_lock(%s, 1)", [build_key(other)])
+        store.write_chunks("docs", records("d1", 1, [f"chunk {n}" for n in range(150)]))
+        engine_of(store).graphs.wait(timeout=120)
+        assert graphs(settings.database_schema)["chunks_1_g0"] is True
+        assert store.delete_index("docs")
+        assert busy.execute("SELECT 1").fetchone() == (1,)  # its session not ended

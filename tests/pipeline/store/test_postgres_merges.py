@@ -15,7 +15,7 @@ from psycopg import sql
 
 from docingest.pipeline.sparse import encode_query
 from docingest.pipeline.store import ChunkRecord, VectorStore
-from docingest.pipeline.store.postgres_generations import BUILD_KEY
+from docingest.pipeline.store.postgres_generations import build_key
 from docingest.pipeline.store.postgres_merges import FACTOR, copy, swap
 from tests.pipeline.store.test_postgres_generations import (
     engine_of,
@@ -83,7 +83,7 @@ def test_rows_changed_during_a_merge_are_reconciled_at_its_swap(tmp_path: Path) 
         engine_of(store).graphs.wait(timeout=120)
         builder = psycopg.connect(postgres_url(), autocommit=True)
         # this test is the builder of table 1 now: the store's builder stays out of the way
-        builder.execute("SELECT pg_advisory_lock(%s, 1)", [BUILD_KEY])
+        builder.execute("SELECT pg_advisory_lock(%s, 1)", [build_key(settings.database_schema)])
         copy(builder, schema, 1, [0, 1, 2], DIMS)
         # meanwhile: a document deleted, points rewritten out of a source, a new version
         # staged over a source's rows and published (its old rows retired)
@@ -146,7 +146,7 @@ def test_an_index_deleted_while_its_graph_builds_is_dropped_whole(tmp_path: Path
         written(store, 2 * (FACTOR - 1) + 1)
         engine_of(store).graphs.wait(timeout=120)
         builder = psycopg.connect(postgres_url(), autocommit=True)
-        builder.execute("SELECT pg_advisory_lock(%s, 1)", [BUILD_KEY])
+        builder.execute("SELECT pg_advisory_lock(%s, 1)", [build_key(settings.database_schema)])
         copy(builder, schema, 1, [0, 1, 2], DIMS)  # a merge stopped before its swap
         # an old snapshot holds the builder's next build in its wait for older snapshots
         reader = psycopg.connect(postgres_url())
