@@ -28,20 +28,7 @@ def text_pdf(lines: list[tuple[str, float, bool]], *, size_in_matrix: bool = Fal
         else:
             content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(text)))
         y -= size * 1.6
-    page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-        b"/Resources << /Font << /F1 4 0 R /F2 5 0 R >> >> /Contents 3 0 R >>"
-    )
-    return build_pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [6 0 R] /Count 1 >>",
-            stream(b"\n".join(content)),
-            _HELVETICA,
-            _BOLD,
-            page,
-        ]
-    )
+    return fonts_page(b"\n".join(content), [_HELVETICA, _BOLD])
 
 
 Typeset = tuple[str, float, str] | tuple[str, float, str, float]
@@ -68,23 +55,13 @@ def typeset_pdf(lines: Sequence[Typeset], *, leading: float = 1.2) -> bytes:
                 font, size, line[3], y, _escape(rest)))  # fmt: skip
         elif text:
             content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(text)))
-    page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
-        b"/Resources << /Font << /F1 4 0 R /F2 5 0 R /F3 6 0 R /F4 7 0 R >> >> "
-        b"/Contents 3 0 R >>" % height
-    )
-    return build_pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [8 0 R] /Count 1 >>",
-            stream(b"\n".join(content)),
-            _HELVETICA,
-            _BOLD,
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman >>",
-            b"<< /Type /Font /Subtype /Type1 /BaseFont /LMRomanCaps10-Regular >>",
-            page,
-        ]
-    )
+    fonts = [
+        _HELVETICA,
+        _BOLD,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /LMRomanCaps10-Regular >>",
+    ]
+    return fonts_page(b"\n".join(content), fonts, height)
 
 
 def tiny_objects_pdf(count: int) -> bytes:
@@ -270,16 +247,17 @@ def placed_pdf(
 
 def helvetica_page(content: bytes, height: float = 792) -> bytes:
     """A one-page PDF of `content` (a content stream) in Helvetica as /F1, 612 points wide."""
+    return fonts_page(content, [_HELVETICA], height)
+
+
+def fonts_page(content: bytes, fonts: Sequence[bytes], height: float = 792) -> bytes:
+    """A one-page PDF of `content` (a content stream), 612 points wide, whose font
+    dictionaries `fonts` are /F1, /F2, … in order."""
+    names = b" ".join(b"/F%d %d 0 R" % (n + 1, n + 4) for n in range(len(fonts)))
     page = (
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 3 0 R >>" % height
+        b"/Resources << /Font << %s >> >> /Contents 3 0 R >>" % (height, names)
     )
-    return build_pdf(
-        [
-            b"<< /Type /Catalog /Pages 2 0 R >>",
-            b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
-            stream(content),
-            _HELVETICA,
-            page,
-        ]
-    )
+    kids = b"<< /Type /Pages /Kids [%d 0 R] /Count 1 >>" % (len(fonts) + 4)
+    catalog = b"<< /Type /Catalog /Pages 2 0 R >>"
+    return build_pdf([catalog, kids, stream(content), *fonts, page])
