@@ -37,6 +37,13 @@ _LOCK_DOCUMENTS = (
 which could leave a point twice; taken in key order, so two batches never deadlock."""
 
 
+def documents_scope(schema: str, number: int) -> str:
+    """What a document's lock key is hashed under, with its id: the table's schema and
+    number, since advisory locks are the database's and table numbers repeat in every
+    schema (another deployment's writer of a namesake document would hold this one back)."""
+    return f"{schema}.{number}"
+
+
 def write_points(
     connection: psycopg.Connection,
     schema: str,
@@ -52,7 +59,7 @@ def write_points(
     documents = sorted({str(point.payload.get("document_id", "")) for point in points})
     ids = [uuid.UUID(point.id) for point in points]
     with connection.transaction():
-        connection.execute(_LOCK_DOCUMENTS, [str(number), documents])
+        connection.execute(_LOCK_DOCUMENTS, [documents_scope(schema, number), documents])
         postgres_terms.delete_counted(connection, table, terms, sql.SQL("id = ANY(%s)"), [ids])
         copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(
             partition_table(schema, number, generation), sql.SQL(_COLUMNS)

@@ -2,7 +2,8 @@
 written into an open generation without a graph, sealed generations given their HNSW index in
 the background, a killed build redone, a rewrite replacing a point wherever it lives, and a
 layout-1 table migrated into generation 0 with its data and graph, writers held back
-while too many sealed generations wait for their graph, and builders apart per schema."""
+while too many sealed generations wait for their graph, and builders and document writers
+apart per schema."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from docingest.pipeline.settings import Settings
 from docingest.pipeline.store import VectorStore
 from docingest.pipeline.store.postgres import PostgresEngine
 from docingest.pipeline.store.postgres_generations import build_key
+from docingest.pipeline.store.postgres_rows import documents_scope
 from tests.pipeline.store.test_store import CONFIG, DIMS, records
 from tests.support.engines import postgres_url, schema_for
 
@@ -251,3 +253,44 @@ def test_another_schemas_builder_neither_holds_back_nor_is_ended_by_this_one(
         assert graphs(settings.database_schema)["chunks_1_g0"] is True
         assert store.delete_index("docs")
         assert busy.execute("SELECT 1").fetchone() == (1,)  # its session not ended
+
+
+def test_another_schemas_writer_of_a_namesake_document_does_not_hold_this_one_back(
+    tmp_path: Path,
+) -> None:
+    """A document's write lock names its schema too: another deployment's table 1 writing
+    its own "d1" leaves this deployment's "d1" free."""
+    settings = settings_for(tmp_path / "this")
+    other = schema_for(tmp_path / "other")
+    lock = "SELECT pg_advisory_lock(hashtextextended(%s || ':' || %s, 0))"
+    with (
+        VectorStore.open(settings) as store,
+        psycopg.connect(postgres_url(), autocommit=True) as busy,
+    ):
+        store.create_index("docs", CONFIG)
+        busy.execute(lock, [documents_scope(other, 1), "d1"])
+        written = threading.Event()
+
+        def write() -> None:
+            store.write_chunks("docs", records("d1", 1, ["one", "two"]))
+            written.set()
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        assert written.wait(timeout=120)
+        assert store.count_points("docs") == 2
+        # the same key in this schema does hold a writer back: the lock is the one taken
+        busy.execute(lock, [documents_scope(settings.database_schema, 1), "d1"])
+        held = threading.Event()
+
+        def rewrite() -> None:
+            store.write_chunks("docs", records("d1", 2, ["three"]))
+            held.set()
+
+        second = threading.Thread(target=rewrite, daemon=True)
+        second.start()
+        assert not held.wait(timeout=2)
+        busy.execute("SELECT pg_advisory_unlock_all()")
+        assert held.wait(timeout=120)
+        writer.join(timeout=120)
+        second.join(timeout=120)
