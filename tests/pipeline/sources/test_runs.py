@@ -15,21 +15,30 @@ import pytest
 
 from docingest.pipeline.errors import RunNotFound, RunStateConflict
 from docingest.pipeline.keys import JobStatus
-from docingest.pipeline.sources import SourceRunner, source_store
+from docingest.pipeline.sources import COMPLETED_EVENT, SourceRunner, source_store
 from docingest.pipeline.sources.runner import CANCEL_CHECK_SECONDS
 from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import private_redis, unique_prefix
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
 from tests.support.sources import Deployment, deployment_with_sources
+from tests.support.waiting import wait_until
 from tests.support.web_site import TestSite, page
 
 PAGES = [f"/p{number}.html" for number in range(8)]
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def fake() -> Iterator[FakeEmbeddingServer]:
+    with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    tmp_path_factory: pytest.TempPathFactory, fake: FakeEmbeddingServer
+) -> Iterator[Deployment]:
     prefix = unique_prefix("source-runs")
-    with FakeEmbeddingServer(dimensions=FAKE_DIMENSIONS) as fake, private_redis(prefix):
+    with private_redis(prefix):
         settings = service_settings(
             tmp_path_factory.mktemp("source-runs"),
             prefix,
@@ -227,3 +236,72 @@ def test_a_cancel_while_the_lease_holder_is_dead_is_honoured_by_the_next(
     assert sum(site.hits.values()) == hits, "the run went on reading after its cancel"
     assert {services.jobs.get(job_id).status for job_id in held} == {JobStatus.CANCELLED}
     assert ended.counts.listed == 3 and ended.counts.new == 0, ended
+
+
+def test_a_cancel_stops_the_runs_job_under_way_and_the_run_waits_for_it(
+    deployment: Deployment, fake: FakeEmbeddingServer, site: TestSite
+) -> None:
+    services = deployment.services
+    store = source_store(services)
+    site.pages[PAGES[0]] = page("Stall", body="A page about stalling okapis.")
+    # Its job stalls in embedding (within the embedding timeout), so it is under way when
+    # the run is cancelled: it is asked to stop, as `DELETE /v1/jobs/{id}` asks.
+    fake.fail_inputs_containing("stalling okapis", {"delay": 3.0}, times=1)
+    _put_web_source(deployment, "jobcancel", site)
+    _, run = store.request_run("jobcancel", "site", trigger="manual")
+    runner = SourceRunner(services, submit=deployment.submit)
+    running = threading.Thread(target=runner.try_run, args=("jobcancel", "site"))
+    running.start()
+
+    def stalled_job() -> str | None:
+        jobs = services.jobs.recent(index="jobcancel", status=JobStatus.PROCESSING, limit=20)
+        return next((job.job_id for job in jobs if job.document_id.endswith(PAGES[0])), None)
+
+    job_id = wait_until(stalled_job, timeout=120, what="the stalled page's job to be under way")
+    assert store.cancel_run("jobcancel", "site", run.run_id).status == "cancelling"
+    running.join(timeout=300)
+    assert not running.is_alive()
+
+    ended = store.runs("jobcancel", "site", 1)[0]
+    assert (ended.status, ended.error) == ("cancelled", None), ended
+    assert services.jobs.get(job_id).status is JobStatus.CANCELLED
+    jobs = services.jobs.recent(index="jobcancel", limit=100)
+    assert {job.status for job in jobs} <= {JobStatus.COMPLETED, JobStatus.CANCELLED}, jobs
+    completed = [job for job in jobs if job.status is JobStatus.COMPLETED]
+    assert ended.counts.new == len(completed) and ended.counts.failed == 0, ended
+    assert set(store.known("jobcancel", "site")) == {job.document_id for job in completed}
+
+
+def test_a_cancel_racing_the_runs_end_never_brings_the_run_back(
+    deployment: Deployment, site: TestSite
+) -> None:
+    """The cancel's flag goes on the run under way only while it is that run: a plain HSET
+    that lands just after the finish deleted the hash would leave a run no process ends."""
+    _put_web_source(deployment, "race", site)
+    store = source_store(deployment.services)
+    source = store.get("race", "site")
+    assert source is not None
+    answers: list[str] = []
+    for _ in range(40):
+        _, run = store.request_run("race", "site", trigger="manual")
+        assert store.take_lease("race", "site", "holder", 5)
+        started = store.start("race", "site", trigger="manual")
+        ended = started.model_copy(update={"status": "completed"})
+        both = threading.Barrier(2)
+
+        def cancel(run_id: str = run.run_id, both: threading.Barrier = both) -> None:
+            both.wait()
+            try:
+                answers.append(store.cancel_run("race", "site", run_id).status)
+            except RunStateConflict:
+                answers.append("ended")
+
+        canceller = threading.Thread(target=cancel)
+        canceller.start()
+        both.wait()
+        assert store.finish(source, ended, token="holder", next_due=None, event=COMPLETED_EVENT)
+        canceller.join(timeout=60)
+        store.release_lease("race", "site", "holder")
+        assert store.current("race", "site") is None, answers
+        assert store.runs("race", "site", 1)[0].status == "completed"
+    assert set(answers) <= {"cancelling", "ended"} and len(answers) == 40, answers
