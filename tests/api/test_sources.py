@@ -389,6 +389,12 @@ def test_a_sources_access_list_is_stamped_on_its_documents(
         status=403,
         code="forbidden",
     )
+    run_id = client.get("/v1/indexes/srcacl/sources/legal/runs").json()["runs"][0]["run_id"]
+    assert is_contract_error(
+        client.delete(f"/v1/indexes/srcacl/sources/legal/runs/{run_id}", headers=lawyer),
+        status=403,
+        code="forbidden",
+    )
 
 
 def test_a_crawl_cancelled_half_way_stops_and_the_next_run_brings_the_rest(
@@ -399,7 +405,7 @@ def test_a_crawl_cancelled_half_way_stops_and_the_next_run_brings_the_rest(
         site.pages["/"] = page("Home", *pages)
         for path in pages:
             site.pages[path] = page(f"Page {path}", body=f"Page {path} is about okapis.")
-            site.slow[path] = 0.3  # a crawl of 9 s at least: cancelled long before its end
+            site.slow[path] = 0.5  # a crawl of 15 s at least: cancelled long before its end
         body = {"type": "web", "config": {"start_urls": [site.url + "/"], "delay_seconds": 0}}
         assert client.put("/v1/indexes/srccancel/sources/site", json=body).status_code == 201
         base = "/v1/indexes/srccancel/sources/site"
