@@ -144,6 +144,16 @@ def list_source_runs(index: str, name: str, *, limit: int | None = None) -> Call
     )
 
 
+def cancel_source_run(index: str, name: str, run_id: str) -> Call[SourceRun]:
+    """v1.3 `DELETE .../sources/{name}/runs/{run_id}`: stop a queued or running run (it shows
+    `cancelling`, then ends `cancelled`); 409 `run_state_conflict` once it ended."""
+    return Call(
+        "DELETE",
+        f"/v1/indexes/{seg(index)}/sources/{seg(name)}/runs/{seg(run_id)}",
+        model(SourceRun),
+    )
+
+
 # --- keys (v1.3, an admin's) ---
 
 

@@ -123,6 +123,7 @@ class AsyncClient:
     delete_source = _bind(admin_ops.delete_source)
     sync_source = _bind(admin_ops.sync_source)
     list_source_runs = _bind(admin_ops.list_source_runs)
+    cancel_source_run = _bind(admin_ops.cancel_source_run)
     create_key = _bind(admin_ops.create_key)
     list_keys = _bind(admin_ops.list_keys)
     revoke_key = _bind(admin_ops.revoke_key)

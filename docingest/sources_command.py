@@ -1,4 +1,4 @@
-"""`docingest sources put|list|show|sync|runs|delete`: manage an index's sources on the
+"""`docingest sources put|list|show|sync|runs|cancel|delete`: manage an index's sources on the
 service (buckets, websites and server folders it keeps the index in sync with).
 
 Unlike `docingest sync DIR`, which uploads a folder of this machine, a source lives on the
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from docingest import DocingestError
+from docingest import Client, DocingestError
 from docingest.commands import client_for, connection_options, console, fail, show
 from docingest.models import SourceInfo, SourceRun
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from docingest.pipeline.settings import Settings
 
 ENDED = ("completed", "failed", "cancelled")
+UNDER_WAY = ("queued", "running", "cancelling")
 
 
 def _json_or_file(raw: str) -> dict[str, Any]:
@@ -73,6 +74,12 @@ def add_sources_command(commands: Any) -> None:
     _index_and_name(runs)
     runs.add_argument("--limit", type=int, default=20)
     runs.set_defaults(handler=_runs)
+
+    cancel = actions.add_parser("cancel", help="stop a source's run under way")
+    _index_and_name(cancel)
+    cancel.add_argument("run_id", nargs="?", help="the run to stop (default: the one under way)")
+    cancel.add_argument("--wait", action="store_true", help="wait for the run to end")
+    cancel.set_defaults(handler=_cancel)
 
     delete = actions.add_parser("delete", help="remove a source")
     _index_and_name(delete)
@@ -142,10 +149,7 @@ def _sync(args: argparse.Namespace, settings: Settings) -> int:
     with client_for(args, settings) as client:
         try:
             run = client.sync_source(args.index, args.name)
-            while args.wait and run.status not in ENDED:
-                time.sleep(1.0)
-                runs = client.list_source_runs(args.index, args.name, limit=20)
-                run = next((each for each in runs if each.run_id == run.run_id), run)
+            run = _wait_for_end(client, args, run) if args.wait else run
         except DocingestError as exc:
             return fail(exc)
     print(f"{run.run_id} {_run_status(run)} {_counts(run)}")  # noqa: T201
@@ -169,6 +173,31 @@ def _runs(args: argparse.Namespace, settings: Settings) -> int:
         )
     show(console(), table)
     return 0
+
+
+def _cancel(args: argparse.Namespace, settings: Settings) -> int:
+    with client_for(args, settings) as client:
+        try:
+            run_id = args.run_id
+            if run_id is None:
+                runs = client.list_source_runs(args.index, args.name, limit=1)
+                if not runs or runs[0].status not in UNDER_WAY:
+                    return fail(f"source {args.name} has no run under way")
+                run_id = runs[0].run_id
+            run = client.cancel_source_run(args.index, args.name, run_id)
+            run = _wait_for_end(client, args, run) if args.wait else run
+        except DocingestError as exc:
+            return fail(exc)
+    print(f"{run.run_id} {_run_status(run)} {_counts(run)}")  # noqa: T201
+    return 0
+
+
+def _wait_for_end(client: Client, args: argparse.Namespace, run: SourceRun) -> SourceRun:
+    while run.status not in ENDED:
+        time.sleep(1.0)
+        runs = client.list_source_runs(args.index, args.name, limit=20)
+        run = next((each for each in runs if each.run_id == run.run_id), run)
+    return run
 
 
 def _delete(args: argparse.Namespace, settings: Settings) -> int:

@@ -42,7 +42,8 @@ class SourceRun(Model):
     """One run of a source."""
 
     run_id: str
-    status: Literal["queued", "running", "completed", "failed", "cancelled"] | str
+    status: Literal["queued", "running", "cancelling", "completed", "failed", "cancelled"] | str
+    """`cancelling`: its cancel was asked and its process has not stopped it yet."""
     trigger: str | None = None
     created_at: str | None = None
     started_at: str | None = None

@@ -15,10 +15,11 @@ WebhookEventName = Literal[
     "document.deleted",
     "source.sync.completed",
     "source.sync.failed",
+    "source.sync.cancelled",
 ]
 ALL_EVENTS: tuple[WebhookEventName, ...] = (
     "job.completed", "job.failed", "job.cancelled", "document.deleted",
-    "source.sync.completed", "source.sync.failed",
+    "source.sync.completed", "source.sync.failed", "source.sync.cancelled",
 )  # fmt: skip
 """What a subscription gets when it names no events."""
 

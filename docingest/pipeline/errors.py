@@ -40,6 +40,8 @@
     │   │                             target on a private address)
     │   ├── SourceNotFound            source_not_found
     │   ├── SyncInProgress            sync_in_progress (a run of the source is under way)
+    │   ├── RunNotFound               run_not_found (a source has no run of that id)
+    │   ├── RunStateConflict          run_state_conflict (cancel a run that has ended)
     │   ├── ApiKeyNotFound            api_key_not_found
     │   ├── Unauthorized              unauthorized
     │   └── Forbidden                 forbidden
@@ -291,6 +293,16 @@ class SyncInProgress(RequestError):
     def __init__(self, message: str, run: object = None) -> None:
         super().__init__(message)
         self.run = run
+
+
+class RunNotFound(RequestError):
+    code = "run_not_found"
+
+
+class RunStateConflict(RequestError):
+    """The run has ended: there is nothing left to cancel."""
+
+    code = "run_state_conflict"
 
 
 class ApiKeyNotFound(RequestError):

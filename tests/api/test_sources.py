@@ -1,6 +1,7 @@
 """The source endpoints through real uvicorn, a real worker and the source scheduler: PUT (201,
-then 200), secrets write-only, refusals, and runs of `folder` and `s3` sources that bring,
-change, keep and delete documents (moto's S3 server on loopback)."""
+then 200), secrets write-only, refusals, runs of `folder` and `s3` sources that bring,
+change, keep and delete documents (moto's S3 server on loopback), and a crawl cancelled
+half-way (the test website)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.support.embedding_server import FakeEmbeddingServer
 from tests.support.redis_db import private_redis, unique_prefix
 from tests.support.s3_server import SECRET_KEY, S3Server, s3_server
 from tests.support.settings import FAKE_DIMENSIONS, service_settings
-from tests.support.sources import deployment_with_sources, sync_and_wait
+from tests.support.sources import deployment_with_sources, sync_and_wait, wait_for_run
 from tests.support.waiting import wait_until
 from tests.support.web_site import TestSite, page
 
@@ -234,6 +235,14 @@ def test_a_second_sync_while_one_is_queued_is_409(
             assert shown["state"] == "running" and shown["next_run_at"] is not None
             runs = client.get("/v1/indexes/srcbusy/sources/b/runs").json()["runs"]
             assert [run["status"] for run in runs] == ["queued"]
+            # Cancelled while queued: `cancelling` until a scheduler takes it (none here).
+            url = f"/v1/indexes/srcbusy/sources/b/runs/{first.json()['run_id']}"
+            for _ in range(2):  # asking again answers the same
+                cancelled = client.delete(url)
+                assert cancelled.status_code == 202, cancelled.text
+                assert cancelled.json()["status"] == "cancelling"
+            shown = client.get("/v1/indexes/srcbusy/sources/b").json()
+            assert shown["state"] == "running" and shown["last_run"]["status"] == "cancelling"
 
 
 def test_a_web_source_crawls_in_scope_and_answers_304s_the_second_time(
@@ -380,3 +389,70 @@ def test_a_sources_access_list_is_stamped_on_its_documents(
         status=403,
         code="forbidden",
     )
+    run_id = client.get("/v1/indexes/srcacl/sources/legal/runs").json()["runs"][0]["run_id"]
+    assert is_contract_error(
+        client.delete(f"/v1/indexes/srcacl/sources/legal/runs/{run_id}", headers=lawyer),
+        status=403,
+        code="forbidden",
+    )
+
+
+def test_a_crawl_cancelled_half_way_stops_and_the_next_run_brings_the_rest(
+    client: httpx.Client,
+) -> None:
+    pages = [f"/p{number}.html" for number in range(30)]
+    with TestSite() as site:
+        site.pages["/"] = page("Home", *pages)
+        for path in pages:
+            site.pages[path] = page(f"Page {path}", body=f"Page {path} is about okapis.")
+            site.slow[path] = 0.5  # a crawl of 15 s at least: cancelled long before its end
+        body = {"type": "web", "config": {"start_urls": [site.url + "/"], "delay_seconds": 0}}
+        assert client.put("/v1/indexes/srccancel/sources/site", json=body).status_code == 201
+        base = "/v1/indexes/srccancel/sources/site"
+        run_id = client.post(f"{base}/sync").raise_for_status().json()["run_id"]
+
+        def brought_two() -> bool:  # the index is made by the run's first job
+            listed = client.get("/v1/indexes/srccancel/documents")
+            return listed.status_code == 200 and len(listed.json()["documents"]) >= 2
+
+        wait_until(
+            brought_two,
+            timeout=120,
+            what="the crawl to bring its first documents",
+        )
+        answer = client.delete(f"{base}/runs/{run_id}")
+        assert answer.status_code == 202, answer.text
+        assert (answer.json()["run_id"], answer.json()["status"]) == (run_id, "cancelling")
+        shown = client.get(f"{base}/runs").raise_for_status().json()["runs"][0]
+        assert shown["run_id"] == run_id and shown["status"] in ("cancelling", "cancelled")
+
+        ended = wait_for_run(client, "srccancel", "site", run_id)
+        assert (ended["status"], ended["error"]) == ("cancelled", None), ended
+        assert site.hits[pages[-1]] == 0, "the crawl went on after its cancel"
+        # Every job of the run has ended, so no document of it can land after the run ended;
+        # the documents are those of its completed jobs.
+        jobs = client.get("/v1/jobs", params={"index": "srccancel", "limit": 100}).json()["jobs"]
+        statuses = [job["status"] for job in jobs]
+        assert set(statuses) <= {"completed", "cancelled"}, statuses
+        kept = set(_documents(client, "srccancel"))
+        assert len(kept) == statuses.count("completed") == ended["counts"]["new"], ended
+        assert ended["counts"]["failed"] == 0, ended
+
+        assert is_contract_error(
+            client.delete(f"{base}/runs/{run_id}"), status=409, code="run_state_conflict"
+        )
+        assert is_contract_error(
+            client.delete(f"{base}/runs/run_unknown"), status=404, code="run_not_found"
+        )
+        assert is_contract_error(
+            client.delete(f"/v1/indexes/srccancel/sources/nosuch/runs/{run_id}"),
+            status=404,
+            code="source_not_found",
+        )
+
+        site.slow.clear()
+        again = sync_and_wait(client, "srccancel", "site")
+        assert again["status"] == "completed", again
+        counts = again["counts"]
+        assert (counts["unchanged"], counts["new"]) == (len(kept), len(pages) + 1 - len(kept))
+        assert len(_documents(client, "srccancel")) == len(pages) + 1

@@ -1,6 +1,6 @@
 """`docingest sources` as a real command against a real `docingest serve`, whose own source
 scheduler runs the source: put (the secret-free folder type), list, sync --wait, runs, show,
-delete --delete-documents."""
+delete --delete-documents, and cancel (a crawl of the test website under way, an ended run)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tests.support.docingest_service import (
     ServiceEnv,
     running_serve,
 )
+from tests.support.web_site import TestSite, page
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,7 @@ def serve_env(tmp_path_factory: pytest.TempPathFactory, root: Path) -> Iterator[
         extra={
             "DOCINGEST_SOURCE_FOLDER_ROOTS": str(root),
             "DOCINGEST_SOURCE_POLL_SECONDS": "0.2",
+            "DOCINGEST_SOURCES_ALLOW_PRIVATE": "true",  # the test website is on loopback
         },
     )
     with running_serve(env, timeout=LOADED_START_TIMEOUT):
@@ -60,6 +62,10 @@ def test_put_sync_runs_and_delete(serve_env: ServiceEnv, root: Path) -> None:
     synced = sources(serve_env, "sync", "cli", "notes", "--wait")
     assert synced.returncode == 0, synced.stderr
     assert "completed" in synced.stdout and "new 2" in synced.stdout, synced.stdout
+    ended = sources(serve_env, "cancel", "cli", "notes", synced.stdout.split()[0])
+    assert ended.returncode == 1 and "run_state_conflict" in ended.stderr, ended.stderr
+    idle = sources(serve_env, "cancel", "cli", "notes")
+    assert idle.returncode == 1 and "no run under way" in idle.stderr, idle.stderr
 
     listed = sources(serve_env, "list", "cli")
     assert "notes" in listed.stdout and "completed" in listed.stdout, listed.stdout
@@ -75,3 +81,23 @@ def test_put_sync_runs_and_delete(serve_env: ServiceEnv, root: Path) -> None:
         assert list(client.iter_documents("cli")) == []
     missing = sources(serve_env, "show", "cli", "notes")
     assert missing.returncode == 1 and "source_not_found" in missing.stderr
+
+
+def test_cancel_stops_the_run_under_way(serve_env: ServiceEnv) -> None:
+    pages = [f"/p{number}.html" for number in range(20)]
+    with TestSite() as site:
+        site.pages["/"] = page("Home", *pages)
+        for path in pages:
+            site.pages[path] = page(f"Page {path}")
+            site.slow[path] = 0.5  # a crawl of 10 s at least
+        config = json.dumps({"start_urls": [site.url + "/"], "delay_seconds": 0})
+        put = sources(serve_env, "put", "cli", "crawl", "--type", "web", "--config", config)
+        assert put.returncode == 0, put.stderr
+        started = sources(serve_env, "sync", "cli", "crawl")
+        assert started.returncode == 0 and "queued" in started.stdout, started.stdout
+        cancelled = sources(serve_env, "cancel", "cli", "crawl", "--wait")
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert cancelled.stdout.split()[:2] == [started.stdout.split()[0], "cancelled"], (
+            cancelled.stdout
+        )
+        assert site.hits[pages[-1]] == 0, "the crawl went on after its cancel"

@@ -57,6 +57,7 @@ NAMES = {
     "JOB": "{job_id}",
     "HOOK": "{name}",
     "KEY": "{id}",
+    "RUN": "{run_id}",
 }
 
 OPERATIONS: list[tuple[Call[Any], type[BaseModel] | None, type[BaseModel] | None]] = [
@@ -91,6 +92,7 @@ OPERATIONS: list[tuple[Call[Any], type[BaseModel] | None, type[BaseModel] | None
     (admin_ops.delete_source("IDX", "HOOK"), None, None),
     (admin_ops.sync_source("IDX", "HOOK"), None, SourceRun),
     (admin_ops.list_source_runs("IDX", "HOOK"), None, SourceRunList),
+    (admin_ops.cancel_source_run("IDX", "HOOK", "RUN"), None, SourceRun),
     (ops.health(), None, None),
     (ops.ready(), None, None),
     (ops.metrics(), None, None),

@@ -1,5 +1,5 @@
 """`/v1/indexes/{index}/sources`: keep an index in sync with a bucket, a website or a server
-folder (PUT, list, show, DELETE), run one now (`/sync`), and its runs.
+folder (PUT, list, show, DELETE), run one now (`/sync`), its runs, and cancel one.
 
 A source's config is validated by its type's model and checked by its type (addresses, the
 allowed folder roots) when saved; its secrets are write-only: every answer shows them as
@@ -43,6 +43,7 @@ router = APIRouter(
 
 MAX_SOURCES_PER_INDEX = 64
 SourceName = Annotated[str, Path(description="1-64 letters, digits, `_`, `.` or `-`.")]
+RunId = Annotated[str, Path(max_length=128, description="A run's `run_id`.")]
 
 
 class SourceBody(BaseModel):
@@ -235,3 +236,22 @@ def list_runs(
     """The source's runs, newest first (the one under way first)."""
     _get(services, index, name)
     return RunList(runs=source_store(services).runs(index, name, limit))
+
+
+@router.delete(
+    "/{name}/runs/{run_id}",
+    status_code=202,
+    response_model=Run,
+    responses={
+        404: {"description": "No such source (`source_not_found`) or run (`run_not_found`)"},
+        409: {"description": "The run has ended (`run_state_conflict`)"},
+    },
+)
+def cancel_run(
+    index: AuthorizedIndex, name: SourceName, run_id: RunId, services: ServicesDep
+) -> Run:
+    """Cancel a queued or running run: it shows `cancelling` until the process running it
+    stops, within about a second (a queued one, when a scheduler takes it), then ends
+    `cancelled` with its jobs still pending cancelled; asking again answers the same."""
+    _get(services, index, name)
+    return source_store(services).cancel_run(index, name, run_id)

@@ -12,6 +12,7 @@ class Event(StrEnum):
     DOCUMENT_DELETED = "document.deleted"
     SOURCE_SYNC_COMPLETED = "source.sync.completed"
     SOURCE_SYNC_FAILED = "source.sync.failed"
+    SOURCE_SYNC_CANCELLED = "source.sync.cancelled"
 
 
 EVENTS: frozenset[str] = frozenset(event.value for event in Event)

@@ -3,7 +3,12 @@ schedule, incrementally, with deletions (docs/reference/http-api.md, "Sources").
 
 from docingest.pipeline.sources.base import Fetched, Found, Item, ItemFailed, SourceType
 from docingest.pipeline.sources.registry import register_source_type, source_type, source_types
-from docingest.pipeline.sources.runner import COMPLETED_EVENT, FAILED_EVENT, SourceRunner
+from docingest.pipeline.sources.runner import (
+    CANCELLED_EVENT,
+    COMPLETED_EVENT,
+    FAILED_EVENT,
+    SourceRunner,
+)
 from docingest.pipeline.sources.spec import (
     Run,
     RunCounts,
@@ -15,6 +20,7 @@ from docingest.pipeline.sources.spec import (
 from docingest.pipeline.sources.store import SourceStore, source_store
 
 __all__ = [
+    "CANCELLED_EVENT",
     "COMPLETED_EVENT",
     "FAILED_EVENT",
     "Fetched",

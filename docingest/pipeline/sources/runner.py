@@ -1,12 +1,14 @@
 """Run the sources that are due, each by exactly one process: a run needs the source's lease
 in Redis (`SET NX PX`, renewed while it runs), which any number of schedulers in any number
 of processes compete for. A process that dies mid-run stops renewing; once the lease lapses
-the source is due again and the next scheduler carries the run on from its checkpoint.
+the source is due again and the next scheduler carries the run on from its checkpoint, or,
+when its cancel was asked meanwhile, ends it `cancelled` before reading anything.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -22,6 +24,12 @@ log = logging.getLogger(__name__)
 
 COMPLETED_EVENT = "source.sync.completed"
 FAILED_EVENT = "source.sync.failed"
+CANCELLED_EVENT = "source.sync.cancelled"
+EVENTS = {"completed": COMPLETED_EVENT, "failed": FAILED_EVENT, "cancelled": CANCELLED_EVENT}
+"""The webhook event of each way a run ends."""
+CANCEL_CHECK_SECONDS = 1.0
+"""How often a run reads whether its cancel was asked: a run checks per item, and a crawl of
+unchanged pages goes through hundreds a second; a second is as prompt as a person needs."""
 
 
 class SourceRunner:
@@ -85,6 +93,9 @@ class SourceRunner:
             submit=self._submit,
             lease_held=lambda: not lost.is_set(),
             stopping=self._stopping,
+            cancel_requested=Throttled(
+                lambda: store.cancel_requested(index, name), CANCEL_CHECK_SECONDS
+            ),
         )
         try:
             ended = run_once(context, source, run)
@@ -93,7 +104,7 @@ class SourceRunner:
             return
         latest = store.get(index, name) or source
         next_due = time.time() + latest.schedule.seconds if latest.schedule else None
-        event = COMPLETED_EVENT if ended.status == "completed" else FAILED_EVENT
+        event = EVENTS[ended.status]
         if store.finish(latest, ended, token=token, next_due=next_due, event=event):
             metrics.SOURCE_RUNS.labels(index, name, ended.status).inc()
             metrics.SOURCE_RUN_SECONDS.labels(index, name).observe(time.monotonic() - began)
@@ -116,3 +127,21 @@ class SourceRunner:
                     return
             except IngestError as exc:  # Redis blipped: try again before the lease lapses
                 log.warning("source %s/%s: lease renewal failed: %s", index, name, exc)
+
+
+class Throttled:
+    """A yes/no read at most every `seconds` (the first call reads); in between, the last
+    answer. Once yes, always yes: a cancel is never taken back."""
+
+    def __init__(self, read: Callable[[], bool], seconds: float) -> None:
+        self._read = read
+        self._seconds = seconds
+        self._read_at = -math.inf
+        self._answer = False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self._answer and now - self._read_at >= self._seconds:
+            self._read_at = now
+            self._answer = self._read()
+        return self._answer

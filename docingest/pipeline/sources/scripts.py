@@ -1,6 +1,6 @@
-"""The sources' Lua: a run requested, a lease taken, renewed and given back, and a run
-finished with its webhook event in one step (`EMIT` of the outbox), so a run is never
-recorded finished without its event, nor an event sent for a run not recorded."""
+"""The sources' Lua: a run requested or its cancel asked, a lease taken, renewed and given
+back, and a run finished with its webhook event in one step (`EMIT` of the outbox), so a run
+is never recorded finished without its event, nor an event sent for a run not recorded."""
 
 from docingest.pipeline.outbox.scripts import EMIT
 
@@ -23,6 +23,19 @@ redis.call('ZADD', KEYS[2], now, ARGV[2])
 return {1}
 """
 )
+
+# KEYS: current run, runs. ARGV: run id. Marks the run under way for cancelling only while it
+# is that run ({'requested', HGETALL}): an HSET on a hash that FINISH_RUN just deleted would
+# bring it back as a run that never ends. Else {'ended', run JSON} or {'missing'}.
+CANCEL_RUN = """
+if redis.call('HGET', KEYS[1], 'run_id') == ARGV[1] then
+    redis.call('HSET', KEYS[1], 'cancel', '1')
+    return {'requested', redis.call('HGETALL', KEYS[1])}
+end
+local ended = redis.call('HGET', KEYS[2], ARGV[1])
+if ended then return {'ended', ended} end
+return {'missing'}
+"""
 
 # KEYS: lease, due. ARGV: token, lease ms, due member. Takes the lease if free, and puts the
 # source's due time past it, so other schedulers do not look at it again until it lapses.

@@ -17,7 +17,8 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MIN_EVERY_SECONDS = 1
 MAX_EVERY_SECONDS = 366 * 86400
 COUNT_FIELDS = ("listed", "new", "changed", "unchanged", "deleted", "failed")
-RunStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+RunStatus = Literal["queued", "running", "cancelling", "completed", "failed", "cancelled"]
+"""`cancelling`: a queued or running run whose cancel was asked, until its process stops it."""
 
 
 def check_name(name: str) -> None:

@@ -18,11 +18,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from docingest.pipeline.errors import RunNotFound, RunStateConflict
 from docingest.pipeline.keys import Keys
 from docingest.pipeline.outbox.store import outbox_arg, rfc3339
 from docingest.pipeline.redis_errors import map_redis_errors
 from docingest.pipeline.services import Services
 from docingest.pipeline.sources.scripts import (
+    CANCEL_RUN,
     FINISH_RUN,
     RELEASE_LEASE,
     RENEW_LEASE,
@@ -65,6 +67,7 @@ class SourceStore:
         self._renew = redis.register_script(RENEW_LEASE)
         self._release = redis.register_script(RELEASE_LEASE)
         self._finish = redis.register_script(FINISH_RUN)
+        self._cancel = redis.register_script(CANCEL_RUN)
 
     def of(self, index: str, name: str) -> SourceKeys:
         key = self.keys.source_key
@@ -148,6 +151,24 @@ class SourceStore:
             return True, Run(run_id=run_id, status="queued", trigger=trigger)  # type: ignore[arg-type]
         flat = answer[1]
         return False, run_from_hash(dict(zip(flat[::2], flat[1::2], strict=True)))
+
+    def cancel_run(self, index: str, name: str, run_id: str) -> Run:
+        """Ask the run under way to stop (it shows `cancelling` until its process stops it;
+        asking again changes nothing); `RunStateConflict` once it ended, else `RunNotFound`."""
+        keys = self.of(index, name)
+        with map_redis_errors():
+            answer = self._cancel(keys=[keys.current, keys.runs], args=[run_id])
+        if answer[0] == "requested":
+            flat = answer[1]
+            return run_from_hash(dict(zip(flat[::2], flat[1::2], strict=True)))
+        if answer[0] == "ended":
+            ended = Run.model_validate_json(answer[1])
+            raise RunStateConflict(f"Run '{run_id}' has ended {ended.status}; nothing to cancel.")
+        raise RunNotFound(f"Source '{name}' has no run '{run_id}'.")
+
+    def cancel_requested(self, index: str, name: str) -> bool:
+        with map_redis_errors():
+            return bool(self._redis.hget(self.of(index, name).current, "cancel") == "1")
 
     def current(self, index: str, name: str) -> Run | None:
         with map_redis_errors():
@@ -345,11 +366,12 @@ class SourceStore:
 
 
 def run_from_hash(raw: Mapping[str, str]) -> Run:
-    """A run under way, from its `current` hash."""
+    """A run under way, from its `current` hash: `cancelling` once its cancel was asked."""
     error = json.loads(raw["error"]) if raw.get("error") else None
+    status = "cancelling" if raw.get("cancel") == "1" else raw.get("status", "queued")
     return Run(
         run_id=raw["run_id"],
-        status=raw.get("status", "queued"),  # type: ignore[arg-type]
+        status=status,  # type: ignore[arg-type]
         trigger=raw.get("trigger", "manual"),  # type: ignore[arg-type]
         created_at=rfc3339(raw.get("created_at")),
         started_at=rfc3339(raw.get("started_at")),

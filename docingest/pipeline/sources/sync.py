@@ -6,7 +6,9 @@ fingerprint, its job), so a run whose process dies is carried on by the next lea
 without fetching again what was already compared. A listing that fails ends the run
 `failed` and deletes nothing: only a complete listing says what vanished. An item that
 cannot be fetched, or whose job fails, counts in `failed` and keeps no fingerprint, so the
-next run tries it again.
+next run tries it again. A run whose cancel was asked stops listing, deletes nothing (its
+listing is incomplete), cancels its jobs still pending, and ends `cancelled`; the items of
+those jobs keep no fingerprint, so the next run brings them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from docingest.pipeline.errors import (
     DocumentNotFound,
     IngestError,
     InvalidSource,
+    JobNotFound,
+    JobStateConflict,
     SourceUnreadable,
 )
 from docingest.pipeline.ingest.staging import check_room
@@ -53,16 +57,21 @@ class LeaseLost(Exception):
     """Another process took the source's run over (this one stalled past its lease)."""
 
 
+class RunCancelled(Exception):
+    """Not an error: the run's cancel was asked (`SourceStore.cancel_run`)."""
+
+
 @dataclass
 class RunContext:
     """What a run needs besides its source: the process's clients, how to hand a job to
-    the queue, and whether the lease is still this run's."""
+    the queue, whether the lease is still this run's, and whether its cancel was asked."""
 
     services: Services
     store: SourceStore
     submit: Callable[[str], None]
     lease_held: Callable[[], bool]
     stopping: Callable[[], bool] = lambda: False
+    cancel_requested: Callable[[], bool] = lambda: False
 
 
 def run_once(context: RunContext, source: StoredSource, run: Run) -> Run:
@@ -70,18 +79,13 @@ def run_once(context: RunContext, source: StoredSource, run: Run) -> Run:
     caller finishes it with its lease). Raises `LeaseLost` if the run is no longer ours."""
     index, name = source.index, source.name
     try:
-        kind = source_type(source.type)
-        config = kind.config.model_validate(source.config)
-        kind.check(config, context.services.settings)
-        reader = kind.open(config, context.services.settings)
         try:
-            _walk(context, source, reader)
-        finally:
-            reader.close()
-        if source.prune:
-            _prune(context, source)
-        _wait_for_jobs(context, source)
-        status, error = "completed", None
+            _carry(context, source)
+            status = "completed"
+        except RunCancelled:
+            _stop_cancelled(context, source)
+            status = "cancelled"
+        error = None
     except LeaseLost:
         raise
     except (SourceUnreadable, InvalidSource) as exc:
@@ -95,6 +99,22 @@ def run_once(context: RunContext, source: StoredSource, run: Run) -> Run:
     return ended.model_copy(
         update={"status": status, "error": error, "finished_at": rfc3339(time.time())}
     )
+
+
+def _carry(context: RunContext, source: StoredSource) -> None:
+    if context.cancel_requested():  # cancelled while queued, or after its process died
+        raise RunCancelled()
+    kind = source_type(source.type)
+    config = kind.config.model_validate(source.config)
+    kind.check(config, context.services.settings)
+    reader = kind.open(config, context.services.settings)
+    try:
+        _walk(context, source, reader)
+    finally:
+        reader.close()
+    if source.prune:
+        _prune(context, source)
+    _wait_for_jobs(context, source)
 
 
 def _walk(context: RunContext, source: StoredSource, reader: Any) -> None:
@@ -127,11 +147,16 @@ def _walk(context: RunContext, source: StoredSource, reader: Any) -> None:
                 (item.document_id, {"fp": item.fingerprint, **item.extra} if keep else None)
             )
             if len(unchanged) >= UNCHANGED_BATCH:
+                _check_lease(context)
+                flush()  # before a cancel's check too: a cancelled run's counts are kept
                 _check(context)
-                flush()
             continue
         flush()
-        _check(context)
+        try:
+            _check(context)
+        except (LeaseLost, RunCancelled):
+            _discard(found.staged)  # the item in hand: fetched again by the run that goes on
+            raise
         if found.failure is not None:
             log.warning("source %s/%s: %s: %s", index, name, item.uri, found.failure.message)
             store.mark(index, name, item.document_id, ("listed", "failed"))
@@ -233,9 +258,23 @@ def _prune(context: RunContext, source: StoredSource) -> None:
         metrics.SOURCE_ITEMS.labels(index, name, "deleted").inc()
 
 
-def _wait_for_jobs(context: RunContext, source: StoredSource) -> None:
+def _stop_cancelled(context: RunContext, source: StoredSource) -> None:
+    """Cancel the run's jobs still pending (a processing one is asked to stop, as
+    `DELETE /v1/jobs/{id}` does) and wait for them, so that no document of the run lands after
+    it ended; their items keep no fingerprint and leave `new`/`changed`, not for `failed`."""
+    index, name = source.index, source.name
+    for job_id in context.store.run_jobs(index, name):
+        try:
+            context.services.jobs.cancel(job_id)
+        except (JobNotFound, JobStateConflict):  # ended meanwhile: counted as it ended
+            pass
+    _wait_for_jobs(context, source, cancelled=True)
+
+
+def _wait_for_jobs(context: RunContext, source: StoredSource, *, cancelled: bool = False) -> None:
     """Wait until every job of the run has ended; a failed one moves its item to `failed`
-    and drops its fingerprint, so the next run tries it again."""
+    and drops its fingerprint, so the next run tries it again (a job the cancel of the run
+    stopped drops it too, without counting in `failed`)."""
     store, redis, keys = context.store, context.services.redis, context.services.keys
     index, name = source.index, source.name
     while True:
@@ -252,16 +291,27 @@ def _wait_for_jobs(context: RunContext, source: StoredSource) -> None:
                 if status is not None and status not in TERMINAL_STATUSES:
                     continue
                 item_id, outcome = pending[job_id]
-                if status in (JobStatus.FAILED, JobStatus.CANCELLED):
+                if cancelled and status == JobStatus.CANCELLED:
+                    store.forget_item(index, name, item_id, {outcome: -1})
+                elif status in (JobStatus.FAILED, JobStatus.CANCELLED):
                     store.forget_item(index, name, item_id, {outcome: -1, "failed": 1})
                     metrics.SOURCE_ITEMS.labels(index, name, "failed").inc()
                 store.drop_job(index, name, job_id)
         if store.run_jobs(index, name):
-            _check(context)
+            if cancelled:
+                _check_lease(context)
+            else:
+                _check(context)
             time.sleep(JOB_POLL_SECONDS)
 
 
 def _check(context: RunContext) -> None:
+    _check_lease(context)
+    if context.cancel_requested():
+        raise RunCancelled()
+
+
+def _check_lease(context: RunContext) -> None:
     if not context.lease_held() or context.stopping():
         raise LeaseLost("the run's lease is no longer held")
 
