@@ -3,6 +3,7 @@ running heads out of the text (Chromium prints the HTML written here)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from docingest.pipeline.document import BlockKind
@@ -120,7 +121,9 @@ def test_tagged_cell_running_on_to_the_next_page_keeps_that_page_out(tmp_path: P
     # A cell's paragraph that a page break cuts lists its marked-content ids on both pages;
     # ids are numbered per page, so the first page's ids took the next page's prose.
     before = "".join(f"<p>Paragraph {n} of the prose before the table.</p>" for n in range(30))
-    long = " ".join(f"word{n}" for n in range(400))
+    # long enough to run over a page break wherever the fonts at hand start the table
+    words = 1200
+    long = " ".join(f"word{n}" for n in range(words))
     rows = "".join(f"<tr><td>key{n}</td><td>value {n}</td></tr>" for n in range(3))
     after = "".join(f"<p>Closing paragraph {n} after the table.</p>" for n in range(5))
     html = (
@@ -129,8 +132,10 @@ def test_tagged_cell_running_on_to_the_next_page_keeps_that_page_out(tmp_path: P
     )
     document = extract_pdf(print_html(html, tmp_path), max_pages=10)
     tables = [block.text for block in document.blocks if block.kind is BlockKind.TABLE]
-    assert len(tables) == 2 and tables[1].endswith("word399\nafter | the long row")
+    assert len(tables) >= 2 and tables[-1].endswith(f"word{words - 1}\nafter | the long row")
     assert not any("Closing" in table for table in tables)
+    cell_words = re.findall(r"word\d+", " ".join(tables))
+    assert cell_words == [f"word{n}" for n in range(words)]  # each once, in order
     prose = " ".join(block.text for block in document.blocks if block.kind is BlockKind.PARAGRAPH)
     assert all(f"Closing paragraph {n} after the table." in prose for n in range(5))
 
