@@ -1,25 +1,28 @@
 """Headings of a PDF without an outline, from typography: which lines are headings, at what level.
 
-A line is a heading when it reads like a title (short, no sentence or clause end, not a
-caption "Figure 3:", not a contents line with leaders or a page number, nor any line of a
-page after its `CONTENTS_LINES`th such line's first) and stands apart from the body text:
-larger type, or bold where the body is not (and not opening in lower case, as a bold
-cross-reference does), or a section number ("3.1", "IV.", "A.2", "Chapter 4") set in
-capitals, italics or larger, or in another family than the page's text with space below it
-("2.1. Methods" in the sans of a serif paper), or drawn rules boxing it in (`PdfLine.ruled`,
-the R manual's topics: body type, so only the rules tell). A style that sets a large share
-of the document's text is body, not heading (a PDF whose every line is bold has no bold
-headings). A heading that repeats the one before it, or says it is continued ("Exhibit
-2-14 (Cont. 2)"), is a continued section's banner, not a new heading. It stands alone: the
-next line does not carry on its sentence in lower case, unless set apart from it by space.
+A line is a heading when it reads like a title (`pdf_heading_text`: short, no sentence or
+clause end, "!" or ":" only in larger type, not a caption "Figure 3:", not a contents line
+with leaders or a page number, nor any line of a page after its `CONTENTS_LINES`th such
+line's first) and stands apart from the body text (the page's own where a page of text is
+set in a second, larger body size: press clippings): larger type, or bold where the body is
+not (and not opening in lower case, as a bold cross-reference does), or a section number
+("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or larger, or in another family
+than the page's text with space below it ("2.1. Methods" in the sans of a serif paper), or
+drawn rules boxing it in (`PdfLine.ruled`, the R manual's topics: body type, so only the
+rules tell). A style that sets a large share of the document's text is body, not heading (a
+PDF whose every line is bold has no bold headings). A heading that repeats the one before
+it, or says it is continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not
+a new heading. It stands alone: the next line does not carry on its sentence in lower case,
+unless set apart from it by space.
 
 Lines of one style with no space between are one block: a heading wrapped over lines
 ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" / "CASES", a comma or number at a line's end
 then allowed), and a run whose block goes on into a line that reads like no title (a
 sentence's end) is the start of an emphasised paragraph, no heading. A run of more than
 `MAX_HEADING_LINES` lines is an emphasised paragraph too (a bold abstract), unless it is
-headings stacked one under the other, each short and set apart by space (a title, its
-subtitle, a first heading); "Chapter 4" followed by its title is one heading.
+headings stacked one under the other, each short and set apart by space in the smaller
+type's measure or by a change of size (a title, its subtitle, a first heading; a section
+name, a dateline, an article's title); "Chapter 4" followed by its title is one heading.
 
 Levels: a section number gives its depth ("3" → 1, "3.1" → 2, roman numerals 1, a letter
 under roman numerals 2, "Chapter" 1); an unnumbered heading takes the level its style had
@@ -32,7 +35,8 @@ out); after a "Part", every heading is one level further down.
 Not headings either: admonition labels ("Note", "Tip", "Warning") unless in larger type
 ("Notes"), bulleted lines, short capitals in type smaller than the body's by `_SMALLER`
 (a form's "PAY TO THE", not a small-capitals font's "References"), lines set upright in
-the margin (arXiv's stamp), and lines whose words stand in columns far apart (a table's
+the margin (arXiv's stamp), bold names centred right under the line before (a class
+in a diagram's box), and lines whose words stand in columns far apart (a table's
 header row, `PdfLine.columnar`; a section number's tab stop parts no columns). Figures:
 BENCHMARKS.md, "PDF structure".
 """
@@ -60,6 +64,8 @@ PAGE_BODY_CHARS = 400
 PAGE_BODY_SHARE = 0.15
 """A page's own most common style is its body when larger than the document's, setting at
 least half the page, this many characters, and this share of the document's text."""
+_CENTRED = 2.0
+"""Points off another line's middle or left edge that still count as aligned with it."""
 _SMALLER = 0.8
 """Capitals in type smaller than this share of the body's are a form's or a figure's labels."""
 BODY_SHARE = 0.35
@@ -236,6 +242,8 @@ class HeadingFinder:
             return False
         if not (larger or marked) and not text[0].isupper() and not text[0].isdigit():
             return False  # bold words inside a paragraph ("set dashtype (p. 142)")
+        if not (larger or marked) and _boxed_label(lines, i):
+            return False  # a class's name in a diagram ("NetworkLinearFlow" under "«type»")
         if not marked and self.style_chars[_style(line)] > BODY_SHARE * total:
             return False
         # A heading stands alone: the text after it does not carry on its sentence, or
@@ -292,6 +300,20 @@ def _continued(lines: list[PdfLine], start: int, span: int) -> bool:
     before = next((line for line in reversed(lines[max(start - 2, 0) : start]) if line.text), None)
     texts = [line.text for line in lines[start : start + span]]
     return any(_CONTINUED.search(text) for text in [*texts, before.text if before else ""])
+
+
+def _boxed_label(lines: list[PdfLine], i: int) -> bool:
+    """Whether line `i` is centred under the line before it with no space between, in
+    another style, not aligned on its left: text centred in a diagram's box."""
+    before = next((line for line in reversed(lines[:i]) if line.text), None)
+    line = lines[i]
+    return (
+        before is not None
+        and _style(before) != _style(line)
+        and line.top >= before.bottom - _APART * line.size
+        and abs((line.left + line.right) - (before.left + before.right)) <= 2 * _CENTRED
+        and abs(line.left - before.left) > 2 * _CENTRED
+    )
 
 
 def _body_style(body: BodyStyle) -> Style:

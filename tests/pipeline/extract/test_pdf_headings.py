@@ -1,13 +1,19 @@
 """Headings from typography on one-page PDFs typeset at test time (`typeset_pdf`): stacked
 titles, wrapped titles, emphasised paragraphs, section numbers in another family or after a
 tab stop, contents pages, captions and margin stamps, titles ending in "!" or ":", a second
-body size."""
+body size, names centred in a diagram's boxes."""
 
 from __future__ import annotations
 
 from docingest.pipeline.document import BlockKind
 from docingest.pipeline.extract.pdf import extract_pdf
-from tests.support.structured_pdfs import Typeset, helvetica_page, typeset_pages, typeset_pdf
+from tests.support.structured_pdfs import (
+    Typeset,
+    fonts_page,
+    helvetica_page,
+    typeset_pages,
+    typeset_pdf,
+)
 
 BODY: list[Typeset] = [
     (f"Body line {n} of a paragraph, set in the usual type of the text", 11.0, "regular")
@@ -220,3 +226,34 @@ def test_a_page_set_in_a_second_larger_body_size_gives_its_lines_no_heading() ->
     ]  # fmt: skip
     found = headings(small, small, large)
     assert found == ["Water Works Get a Rating"]
+
+
+def test_a_bold_name_centred_in_a_diagram_s_box_is_no_heading() -> None:
+    # Courier: 0.6 of the size a letter, so a line is centred at x by starting half its
+    # width to the left. A class box: its stereotype, its bold name right under it, centred,
+    # then its attributes; beside a bold heading set at the text's left edge.
+    def at(x: float, y: float, text: str, font: bytes = b"/F1") -> bytes:
+        return b"BT %s 10 Tf %g %g Td (%s) Tj ET" % (font, x, y, text.encode())
+
+    def centred(y: float, text: str, font: bytes = b"/F1") -> bytes:
+        return at(300 - len(text) * 3, y, text, font)
+
+    body = [
+        at(72, 700 - 12 * n, f"Body line {n} of a paragraph in the usual type") for n in range(12)
+    ]
+    content = [
+        *body,
+        at(72, 540, "Results", b"/F2"),
+        at(72, 522, "Body line after the heading, in the usual type of the text"),
+        centred(480, "<<spatialDescriptiveEvol>>"),
+        centred(470, "NetworkLinearFlow", b"/F2"),
+        centred(460, "- Isolated: boolean"),
+        centred(450, "- FlowDirection: CL_DirectionFlag"),
+    ]
+    fonts = [
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier-Bold >>",
+    ]
+    document = extract_pdf(fonts_page(b"\n".join(content), fonts), max_pages=5)
+    found = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
+    assert found == ["Results"]
