@@ -6,8 +6,9 @@ with leaders or a page number, nor any line of a page after its `CONTENTS_LINES`
 line's first) and stands apart from the body text (the page's own where a page of text is
 set in a second, larger body size: press clippings): larger type, or bold where the body is
 not (and not opening in lower case, as a bold cross-reference does), or a section number
-("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or larger, or in another family
-than the page's text with space below it ("2.1. Methods" in the sans of a serif paper), or
+("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or larger, or (numbered or a
+half point larger) in another family than the page's text with space below it ("2.1.
+Methods", "References" in the sans of a serif paper), or
 drawn rules boxing it in (`PdfLine.ruled`, the R manual's topics: body type, so only the
 rules tell). A style that sets a large share of the document's text is body, not heading (a
 PDF whose every line is bold has no bold headings). A heading that repeats the one before
@@ -223,8 +224,10 @@ class HeadingFinder:
             and bool(_WORD.search(text))  # not initials only ("11 U.S.C. § 343")
         )
         marked = numbered and (caps or line.italic or bolder or larger)
-        if numbered and not marked and line.family != body.family:
-            # "2.1. Methods" in the sans of a serif paper; not a running head "16 all.names"
+        slightly = _style(line)[0] > body.size and not self._is_body(line, total)
+        if line.family != body.family and (numbered or slightly) and not marked:
+            # "2.1. Methods" or "References" a half-point larger in the sans of a serif
+            # paper (not a second body's lines); not a running head "16 all.names"
             title = _NUMBER_PREFIX.sub("", text, count=1)
             marked = bool(_WORD.match(title)) and not title[0].islower() and _apart(lines, i)
         if line.ruled and not _CODE.search(text):
@@ -244,7 +247,7 @@ class HeadingFinder:
             return False  # bold words inside a paragraph ("set dashtype (p. 142)")
         if not (larger or marked) and _boxed_label(lines, i):
             return False  # a class's name in a diagram ("NetworkLinearFlow" under "«type»")
-        if not marked and self.style_chars[_style(line)] > BODY_SHARE * total:
+        if not marked and self._is_body(line, total):
             return False
         # A heading stands alone: the text after it does not carry on its sentence, or
         # stands apart below it. A heading wrapped over lines in its own style is skipped.
@@ -262,6 +265,10 @@ class HeadingFinder:
         if following is None or larger or not following.text[0].islower():
             return True
         return following.styled and following.top < above.bottom - _APART * above.size
+
+    def _is_body(self, line: PdfLine, total: int) -> bool:
+        """Whether `line`'s style sets a body's share of the text so far."""
+        return self.style_chars[_style(line)] > BODY_SHARE * total
 
     def _level(self, title: str, line: PdfLine) -> int:
         """The heading's level, one deeper than it would be once a "Part" was seen."""

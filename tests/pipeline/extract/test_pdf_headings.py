@@ -257,3 +257,15 @@ def test_a_bold_name_centred_in_a_diagram_s_box_is_no_heading() -> None:
     document = extract_pdf(fonts_page(b"\n".join(content), fonts), max_pages=5)
     found = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
     assert found == ["Results"]
+
+
+def test_an_unnumbered_heading_a_half_point_larger_in_another_family_is_a_heading() -> None:
+    # A journal's "Acknowledgments" in 11.5-point sans over 11-point serif text: neither
+    # bold nor larger by `LARGER`, only the family and the half point tell it.
+    serif: list[Typeset] = [(line[0], line[1], "serif") for line in BODY]
+    lines: list[Typeset] = [
+        *serif[:6], GAP, ("Acknowledgments", 11.5, "regular"), GAP, *serif[6:10], GAP,
+        # In the body's own size, a line in the other family is no heading without a number.
+        ("Review of the Data", 11.0, "regular"), GAP, *serif[10:],
+    ]  # fmt: skip
+    assert headings(lines) == ["Acknowledgments"]
