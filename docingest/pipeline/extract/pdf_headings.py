@@ -8,13 +8,13 @@ set in a second, larger body size: press clippings): larger type, or bold where 
 not (and not opening in lower case, as a bold cross-reference does), or a section number
 ("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or larger, or (numbered or a
 half point larger) in another family than the page's text with space below it ("2.1.
-Methods", "References" in the sans of a serif paper), or
-drawn rules boxing it in (`PdfLine.ruled`, the R manual's topics: body type, so only the
-rules tell). A style that sets a large share of the document's text is body, not heading (a
-PDF whose every line is bold has no bold headings). A heading that repeats the one before
-it, or says it is continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not
-a new heading. It stands alone: the next line does not carry on its sentence in lower case,
-unless set apart from it by space.
+Methods", "References" in the sans of a serif paper), or drawn rules boxing it in
+(`PdfLine.ruled`, the R manual's topics: body type, so only the rules tell). A style that
+sets a large share of the document's text is body, not heading (a PDF whose every line is
+bold has no bold headings). A heading that repeats the one before it, or says it is
+continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not a new heading. It
+stands alone: the next line does not carry on its sentence in lower case, unless set apart
+from it by space.
 
 Lines of one style with no space between are one block: a heading wrapped over lines
 ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" / "CASES", a comma or number at a line's end
