@@ -34,8 +34,22 @@ def text_pdf(lines: list[tuple[str, float, bool]], *, size_in_matrix: bool = Fal
 Typeset = tuple[str, float, str] | tuple[str, float, str, float]
 """A line for `typeset_pdf`: text, size, font ("regular", "bold" or "serif"), and the x of
 its first word when it is set apart from the rest by a tab stop; "caps" is a small-capitals
-font (named so, as LaTeX's are)."""
-_FONTS = {"regular": b"/F1", "bold": b"/F2", "serif": b"/F3", "caps": b"/F4"}
+font (named so, as LaTeX's are); "ideographic" is Helvetica whose "~" reads as the
+ideographic full stop "。" (its ToUnicode map: no CJK font is needed to end a sentence so)."""
+_FONTS = {"regular": b"/F1", "bold": b"/F2", "serif": b"/F3", "caps": b"/F4", "ideographic": b"/F5"}
+_TYPESET_FONTS = [
+    _HELVETICA,
+    _BOLD,
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman >>",
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /LMRomanCaps10-Regular >>",
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode %d 0 R >>",
+]
+_FULL_STOP_CMAP = (
+    b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Stop def "
+    b"/CMapType 2 def 1 begincodespacerange <00> <FF> endcodespacerange "
+    b"1 beginbfchar <7E> <3002> endbfchar endcmap "
+    b"CMapName currentdict /CMap defineresource pop end end"
+)
 
 
 def typeset_pdf(lines: Sequence[Typeset], *, leading: float = 1.2) -> bytes:
@@ -43,25 +57,27 @@ def typeset_pdf(lines: Sequence[Typeset], *, leading: float = 1.2) -> bytes:
     Times or a small-capitals font, each baseline `leading` sizes below the one before: 1.2
     sets lines of one paragraph, with no space between; an empty text leaves a line's space
     (a gap)."""
-    content, y = [], 40 + sum(line[1] * leading for line in lines)
-    height = y + 40
-    for line in lines:
-        text, size, font = line[0], line[1], _FONTS[line[2]]
-        y -= size * leading
-        if len(line) == 4:  # "1." at 72, its title at the tab stop
-            first, _, rest = text.partition(" ")
-            content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(first)))
-            content.append(b"BT %s %g Tf %g %g Td (%s) Tj ET" % (
-                font, size, line[3], y, _escape(rest)))  # fmt: skip
-        elif text:
-            content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(text)))
-    fonts = [
-        _HELVETICA,
-        _BOLD,
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman >>",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /LMRomanCaps10-Regular >>",
-    ]
-    return fonts_page(b"\n".join(content), fonts, height)
+    return typeset_pages([lines], leading=leading)
+
+
+def typeset_pages(pages: Sequence[Sequence[Typeset]], *, leading: float = 1.2) -> bytes:
+    """`typeset_pdf` for several pages, one list of lines each."""
+    contents, heights = [], []
+    for lines in pages:
+        content, y = [], 40 + sum(line[1] * leading for line in lines)
+        heights.append(y + 40)
+        for line in lines:
+            text, size, font = line[0], line[1], _FONTS[line[2]]
+            y -= size * leading
+            if len(line) == 4:  # "1." at 72, its title at the tab stop
+                first, _, rest = text.partition(" ")
+                content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(first)))
+                content.append(b"BT %s %g Tf %g %g Td (%s) Tj ET" % (
+                    font, size, line[3], y, _escape(rest)))  # fmt: skip
+            elif text:
+                content.append(b"BT %s %g Tf 72 %g Td (%s) Tj ET" % (font, size, y, _escape(text)))
+        contents.append(b"\n".join(content))
+    return _fonts_pages(contents, _TYPESET_FONTS, heights, extra=[stream(_FULL_STOP_CMAP)])
 
 
 def tiny_objects_pdf(count: int) -> bytes:
@@ -253,11 +269,30 @@ def helvetica_page(content: bytes, height: float = 792) -> bytes:
 def fonts_page(content: bytes, fonts: Sequence[bytes], height: float = 792) -> bytes:
     """A one-page PDF of `content` (a content stream), 612 points wide, whose font
     dictionaries `fonts` are /F1, /F2, … in order."""
-    names = b" ".join(b"/F%d %d 0 R" % (n + 1, n + 4) for n in range(len(fonts)))
-    page = (
+    return _fonts_pages([content], fonts, [height])
+
+
+def _fonts_pages(
+    contents: Sequence[bytes],
+    fonts: Sequence[bytes],
+    heights: Sequence[float],
+    *,
+    extra: Sequence[bytes] = (),
+) -> bytes:
+    """A PDF of one page per content stream, fonts shared; `extra` objects come last, and
+    a font dictionary holding "%d" gets the first one's number (a ToUnicode map)."""
+    first_font, first_page = 3, 3 + len(fonts)
+    first_content = first_page + len(contents)
+    first_extra = first_content + len(contents)
+    names = b" ".join(b"/F%d %d 0 R" % (n + 1, first_font + n) for n in range(len(fonts)))
+    fonts = [font % first_extra if b"%d" in font else font for font in fonts]
+    pages = [
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %g] "
-        b"/Resources << /Font << %s >> >> /Contents 3 0 R >>" % (height, names)
-    )
-    kids = b"<< /Type /Pages /Kids [%d 0 R] /Count 1 >>" % (len(fonts) + 4)
+        b"/Resources << /Font << %s >> >> /Contents %d 0 R >>" % (height, names, first_content + n)
+        for n, height in enumerate(heights)
+    ]
+    kids = b" ".join(b"%d 0 R" % (first_page + n) for n in range(len(contents)))
     catalog = b"<< /Type /Catalog /Pages 2 0 R >>"
-    return build_pdf([catalog, kids, stream(content), *fonts, page])
+    pages_tree = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, len(contents))
+    streams = [stream(content) for content in contents]
+    return build_pdf([catalog, pages_tree, *fonts, *pages, *streams, *extra])

@@ -1,25 +1,29 @@
 """Headings of a PDF without an outline, from typography: which lines are headings, at what level.
 
-A line is a heading when it reads like a title (short, no sentence or clause end, not a
-caption "Figure 3:", not a contents line with leaders or a page number, nor any line of a
-page after its `CONTENTS_LINES`th such line's first) and stands apart from the body text:
-larger type, or bold where the body is not (and not opening in lower case, as a bold
-cross-reference does), or a section number ("3.1", "IV.", "A.2", "Chapter 4") set in
-capitals, italics or larger, or in another family than the page's text with space below it
-("2.1. Methods" in the sans of a serif paper), or drawn rules boxing it in (`PdfLine.ruled`,
-the R manual's topics: body type, so only the rules tell). A style that sets a large share
-of the document's text is body, not heading (a PDF whose every line is bold has no bold
-headings). A heading that repeats the one before it, or says it is continued ("Exhibit
-2-14 (Cont. 2)"), is a continued section's banner, not a new heading. It stands alone: the
-next line does not carry on its sentence in lower case, unless set apart from it by space.
+A line is a heading when it reads like a title (`pdf_heading_text`: short, no sentence or
+clause end, "!" or ":" only in larger type, not a caption "Figure 3:", not a contents line
+with leaders or a page number, nor any line of a page after its `CONTENTS_LINES`th such
+line's first) and stands apart from the body text (the page's own where a page of text is
+set in a second, larger body size: press clippings): larger type, or bold where the body is
+not (and not opening in lower case, as a bold cross-reference does), or a section number
+("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or larger, or (numbered or a
+half point larger) in another family than the page's text with space below it ("2.1.
+Methods", "References" in the sans of a serif paper), or drawn rules boxing it in
+(`PdfLine.ruled`, the R manual's topics: body type, so only the rules tell). A style that
+sets a large share of the document's text is body, not heading (a PDF whose every line is
+bold has no bold headings). A heading that repeats the one before it, or says it is
+continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not a new heading. It
+stands alone: the next line does not carry on its sentence in lower case, unless set apart
+from it by space.
 
 Lines of one style with no space between are one block: a heading wrapped over lines
 ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" / "CASES", a comma or number at a line's end
 then allowed), and a run whose block goes on into a line that reads like no title (a
 sentence's end) is the start of an emphasised paragraph, no heading. A run of more than
 `MAX_HEADING_LINES` lines is an emphasised paragraph too (a bold abstract), unless it is
-headings stacked one under the other, each short and set apart by space (a title, its
-subtitle, a first heading); "Chapter 4" followed by its title is one heading.
+headings stacked one under the other, each short and set apart by space in the smaller
+type's measure or by a change of size (a title, its subtitle, a first heading; a section
+name, a dateline, an article's title); "Chapter 4" followed by its title is one heading.
 
 Levels: a section number gives its depth ("3" → 1, "3.1" → 2, roman numerals 1, a letter
 under roman numerals 2, "Chapter" 1); an unnumbered heading takes the level its style had
@@ -32,7 +36,8 @@ out); after a "Part", every heading is one level further down.
 Not headings either: admonition labels ("Note", "Tip", "Warning") unless in larger type
 ("Notes"), bulleted lines, short capitals in type smaller than the body's by `_SMALLER`
 (a form's "PAY TO THE", not a small-capitals font's "References"), lines set upright in
-the margin (arXiv's stamp), and lines whose words stand in columns far apart (a table's
+the margin (arXiv's stamp), bold names centred right under the line before (a class
+in a diagram's box), and lines whose words stand in columns far apart (a table's
 header row, `PdfLine.columnar`; a section number's tab stop parts no columns). Figures:
 BENCHMARKS.md, "PDF structure".
 """
@@ -43,45 +48,36 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from docingest.pipeline.extract.pdf_heading_text import (
+    CHAPTER,
+    LEADERS,
+    LETTERED,
+    ROMAN,
+    numbering,
+    reads_like_title,
+)
 from docingest.pipeline.extract.pdf_lines import PdfLine
 
 MAX_HEADING_LINES = 3
-MAX_HEADING_CHARS = 150
-MAX_HEADING_WORDS = 18
 LARGER = 1.12
 """A heading's type is at least this much larger than the body's, unless bold or numbered."""
+PAGE_BODY_CHARS = 400
+PAGE_BODY_SHARE = 0.15
+"""A page's own most common style is its body when larger than the document's, setting at
+least half the page, this many characters, and this share of the document's text."""
+_CENTRED = 2.0
+"""Points off another line's middle or left edge that still count as aligned with it."""
 _SMALLER = 0.8
 """Capitals in type smaller than this share of the body's are a form's or a figure's labels."""
 BODY_SHARE = 0.35
 """A style setting more than this share of the text so far is body text, not headings."""
 
-_CAPTION = re.compile(
-    r"^(?:fig(?:ure)?|table|tab|listing|algorithm|chart|exhibit|plate|source|note)s?\.?\s*"
-    r"(?-i:\d|[A-Z][\dIVX]*(?![a-z]))",  # "Table 3", "Exhibit A": not "Tables of data", "Sources"
-    re.IGNORECASE,
-)
-_LEADERS = re.compile(
-    r"(?:(?:\.\s?){3,}|…|\s{2,}|_{3,})\s*[\dixvlc]+$|[^\W\d_]\d{1,3}[-–]\d{1,4}$", re.I
-)
-"""A contents line: leaders before its page number, or a "3-9" page glued to its title."""
 CONTENTS_LINES = 5
 """Lines with leaders or glued page numbers that make a page a table of contents: no heading
 on it after the first of them (its entries are set like headings)."""
 _PAGE_ENDS = frozenset("0123456789ixvlcIXVLC")
-_PAGE_NUMBER = re.compile(r"(?<!,)\s\d{1,4}$")
-"""A contents line without leaders ("Introduction 7"), unless the title wraps on."""
-_CHAPTER = re.compile(r"^(chapter|part|appendix|annex|section)\s+(\w{1,6})\.?(?:\s+|$)", re.I)
-_DOTTED = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){0,5})\.?(?:\s+(?=[^\W\d_\"'“(])|$)")
-_LETTERED = re.compile(r"^([A-Z])(?:\.(\d{1,3}(?:\.\d{1,3}){0,4})\.?|[.)])\s+(?=[^\W\d_])")
-_ROMAN = re.compile(r"^([IVX]{1,6})[.)]\s+(?=[^\W\d_])")
 _CAPS_WORDS = 5
 _SMALL_CAPS = re.compile(r"caps|^cmcsc|smallcap|\bsc\b", re.IGNORECASE)  # a small-capitals font
-_ADMONITIONS = frozenset(
-    "note notes tip tips hint warning caution important attention danger remark example".split()
-)
-_BULLET = re.compile(r"^[•◦▪●○■□►➢\uf0a7\uf0b7\-–—*]")
-_ENDS_CLAUSE = (".", ",", ";", ":", "!", "?")
-_BLANK_PAGE = re.compile(r"intentionally\s+(?:left\s+)?blank", re.IGNORECASE)
 _CODE = re.compile(r"^[$#>%]\s|[;{}=<>]|\(\)")
 """A shell prompt, code punctuation: a one-line code sample between rules."""
 _NUMBER_PREFIX = re.compile(r"^(?:[\dIVX]+|[A-Z](?=[.\-]))(?:[.\-–]\w+)*[.):]?\s+")
@@ -136,18 +132,13 @@ class HeadingFinder:
         body = self.body()
         if body is None:
             return {}
-        families: Counter[str] = Counter()
-        for line in lines:
-            if line.styled:
-                families[line.family] += len(line.text)
-        if families:  # the page's own: a paper's body may change family in its appendix
-            body = BodyStyle(body.size, body.bold, families.most_common(1)[0][0])
         total = sum(self.style_chars.values())
+        body = self._page_body(lines, body, total)
         self._pages += 1
         entries = [  # the regex only where a page number could end the line (CPU)
             i
             for i, line in enumerate(lines)
-            if line.text[-1:] in _PAGE_ENDS and _LEADERS.search(line.text)
+            if line.text[-1:] in _PAGE_ENDS and LEADERS.search(line.text)
         ]
         last = entries[0] if len(entries) >= CONTENTS_LINES else len(lines)
         marks = [self._is_heading(lines, i, body, total) for i in range(last)]
@@ -184,6 +175,30 @@ class HeadingFinder:
             result[start] = (title, self._level(title, lines[start]), span)
         return result
 
+    def _page_body(self, lines: list[PdfLine], body: BodyStyle, total: int) -> BodyStyle:
+        """The body style on this page: the page's own family (a paper's body may change
+        family in its appendix), and its own larger type where a page of text is set in a
+        second body style (clippings of 12-point articles among 9-point ones), whose lines
+        are no larger than their neighbours'."""
+        families: Counter[str] = Counter()
+        styles: Counter[Style] = Counter()
+        for line in lines:
+            if line.styled:
+                families[line.family] += len(line.text)
+                styles[_style(line)] += len(line.text)
+        if not families:
+            return body
+        family = families.most_common(1)[0][0]
+        style, chars = styles.most_common(1)[0]
+        if (
+            style[0] > body.size
+            and chars >= PAGE_BODY_CHARS
+            and 2 * chars >= sum(styles.values())
+            and self.style_chars[style] >= PAGE_BODY_SHARE * total
+        ):
+            return BodyStyle(style[0], style[1], family)
+        return BodyStyle(body.size, body.bold, family)
+
     def _is_heading(self, lines: list[PdfLine], i: int, body: BodyStyle, total: int) -> bool:
         line = lines[i]
         text = line.text
@@ -192,7 +207,7 @@ class HeadingFinder:
         if line.top - line.bottom > 2 * max(line.right - line.left, line.size):
             return False  # set upright in the margin ("arXiv:1601.03642v1 [cs.CV] 12 Jan 2016")
         larger = line.size >= body.size * LARGER
-        if not _reads_like_title(
+        if not reads_like_title(
             text,
             question=line.ruled or larger,
             larger=larger,
@@ -201,7 +216,7 @@ class HeadingFinder:
         ):
             return False
         bolder = line.bold and not body.bold and line.size >= body.size * 0.95
-        numbered = _numbering(text) is not None
+        numbered = numbering(text) is not None
         letters = [ch for ch in text if ch.isalpha()]
         caps = (
             len(letters) >= 3
@@ -209,8 +224,10 @@ class HeadingFinder:
             and bool(_WORD.search(text))  # not initials only ("11 U.S.C. § 343")
         )
         marked = numbered and (caps or line.italic or bolder or larger)
-        if numbered and not marked and line.family != body.family:
-            # "2.1. Methods" in the sans of a serif paper; not a running head "16 all.names"
+        slightly = _style(line)[0] > body.size and not self._is_body(line, total)
+        if line.family != body.family and (numbered or slightly) and not marked:
+            # "2.1. Methods" or "References" a half-point larger in the sans of a serif
+            # paper (not a second body's lines); not a running head "16 all.names"
             title = _NUMBER_PREFIX.sub("", text, count=1)
             marked = bool(_WORD.match(title)) and not title[0].islower() and _apart(lines, i)
         if line.ruled and not _CODE.search(text):
@@ -222,13 +239,15 @@ class HeadingFinder:
             and (line.size >= body.size * _SMALLER or bool(_SMALL_CAPS.search(line.family)))
         ):
             marked = True  # "REFERENCES" in small capitals; not a form's "PAY TO THE" in 6 points
-        if not marked and i > 0 and _CHAPTER.fullmatch(lines[i - 1].text + " "):
+        if not marked and i > 0 and CHAPTER.fullmatch(lines[i - 1].text + " "):
             marked = True  # the title under a bare "Chapter 4"
         if not (larger or bolder or marked):
             return False
         if not (larger or marked) and not text[0].isupper() and not text[0].isdigit():
             return False  # bold words inside a paragraph ("set dashtype (p. 142)")
-        if not marked and self.style_chars[_style(line)] > BODY_SHARE * total:
+        if not (larger or marked) and _boxed_label(lines, i):
+            return False  # a class's name in a diagram ("NetworkLinearFlow" under "«type»")
+        if not marked and self._is_body(line, total):
             return False
         # A heading stands alone: the text after it does not carry on its sentence, or
         # stands apart below it. A heading wrapped over lines in its own style is skipped.
@@ -247,20 +266,24 @@ class HeadingFinder:
             return True
         return following.styled and following.top < above.bottom - _APART * above.size
 
+    def _is_body(self, line: PdfLine, total: int) -> bool:
+        """Whether `line`'s style sets a body's share of the text so far."""
+        return self.style_chars[_style(line)] > BODY_SHARE * total
+
     def _level(self, title: str, line: PdfLine) -> int:
         """The heading's level, one deeper than it would be once a "Part" was seen."""
-        if (match := _CHAPTER.match(title)) and match.group(1).casefold() == "part":
+        if (match := CHAPTER.match(title)) and match.group(1).casefold() == "part":
             self._part_seen = True
             return 1
         return min(self._rank(title, line) + self._part_seen, 6)
 
     def _rank(self, title: str, line: PdfLine) -> int:
         style = _style(line)
-        depth = _numbering(title)
+        depth = numbering(title)
         if depth is not None:
-            if _ROMAN.match(title):
+            if ROMAN.match(title):
                 self._roman_seen = True
-            elif depth == 1 and self._roman_seen and _LETTERED.match(title):
+            elif depth == 1 and self._roman_seen and LETTERED.match(title):
                 depth = 2  # "A. Method" under "III. APPROACH"
             self._numbered.setdefault(style, Counter())[depth] += 1
             self._numbered_tiers.add(_tier(style))
@@ -286,6 +309,20 @@ def _continued(lines: list[PdfLine], start: int, span: int) -> bool:
     return any(_CONTINUED.search(text) for text in [*texts, before.text if before else ""])
 
 
+def _boxed_label(lines: list[PdfLine], i: int) -> bool:
+    """Whether line `i` is centred under the line before it with no space between, in
+    another style, not aligned on its left: text centred in a diagram's box."""
+    before = next((line for line in reversed(lines[:i]) if line.text), None)
+    line = lines[i]
+    return (
+        before is not None
+        and _style(before) != _style(line)
+        and line.top >= before.bottom - _APART * line.size
+        and abs((line.left + line.right) - (before.left + before.right)) <= 2 * _CENTRED
+        and abs(line.left - before.left) > 2 * _CENTRED
+    )
+
+
 def _body_style(body: BodyStyle) -> Style:
     return (round(body.size * 2) / 2, body.bold, False, False)
 
@@ -297,35 +334,6 @@ def _style(line: PdfLine) -> Style:
 def _tier(style: Style) -> tuple[float, int]:
     """Size and weight, for ranking heading styles: boxed by rules above bold above regular."""
     return (style[0], 2 if style[3] else int(style[1]))
-
-
-def _reads_like_title(
-    text: str,
-    *,
-    question: bool = False,
-    larger: bool = False,
-    wraps: bool = False,
-    standout: bool = False,
-) -> bool:
-    """Whether `text` could be a title; ending in "?" only if `question` ("Are All Values
-    True?" in a ruled box, "What is Debian?" in larger type); an admonition's word only if
-    `larger` ("Notes" over a list of notes); ending in a comma or a number only if the title
-    `wraps` onto the next line ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" / "CASES"), a
-    number also in `standout` type ("Heading Level 1") or in a bare "Chapter 4"."""
-    if not 2 <= len(text) <= MAX_HEADING_CHARS or len(text.split()) > MAX_HEADING_WORDS:
-        return False
-    if not any(ch.isalpha() for ch in text):
-        return False
-    if text.endswith(_ENDS_CLAUSE) and not (
-        (question and text.endswith("?")) or (wraps and text.endswith(","))
-    ):
-        return False
-    if (text.casefold() in _ADMONITIONS and not larger) or _BULLET.match(text):
-        return False
-    if _BLANK_PAGE.search(text) or _CAPTION.match(text) or _LEADERS.search(text):
-        return False
-    bare_chapter = bool(_CHAPTER.fullmatch(text + " "))
-    return wraps or standout or bare_chapter or not _PAGE_NUMBER.search(text)
 
 
 def _apart(lines: list[PdfLine], i: int) -> bool:
@@ -343,7 +351,7 @@ def _wrapped_end(lines: list[PdfLine], end: int) -> int:
     read like a title; minus that place when one does not ("… of the" / "standing trustee
     must.": the first lines of a paragraph in heading type)."""
     while end < len(lines) and lines[end].text and _joined(lines[end - 1], lines[end]):
-        if not _reads_like_title(lines[end].text, wraps=_wraps(lines, end), standout=True):
+        if not reads_like_title(lines[end].text, wraps=_wraps(lines, end), standout=True):
             while end < len(lines) and lines[end].text and _joined(lines[end - 1], lines[end]):
                 end += 1
             return -end
@@ -368,20 +376,6 @@ def _joined(line: PdfLine, later: PdfLine) -> bool:
     )
 
 
-def _numbering(text: str) -> int | None:
-    """Return the depth a heading's section number gives, None without one."""
-    if match := _CHAPTER.match(text):
-        return 2 if match.group(1).casefold() == "section" else 1
-    if match := _DOTTED.match(text):
-        return min(match.group(1).count(".") + 1, 6)
-    if match := _ROMAN.match(text):
-        return 1
-    if match := _LETTERED.match(text):
-        sub = match.group(2)
-        return min(sub.count(".") + 2, 6) if sub else 1
-    return None
-
-
 def _split_run(lines: list[PdfLine], start: int, end: int) -> list[tuple[int, int]]:
     """Cut a run of heading lines into headings: a new one at a change of style, or at a
     number unless the line wraps on from the one above (no space between); a bare
@@ -392,11 +386,11 @@ def _split_run(lines: list[PdfLine], start: int, end: int) -> list[tuple[int, in
         previous, line = lines[position - 1], lines[position]
         if not line.text:
             continue
-        bare_chapter = bool(_CHAPTER.fullmatch(previous.text.strip() + " "))
+        bare_chapter = bool(CHAPTER.fullmatch(previous.text.strip() + " "))
         if bare_chapter:
             continue
         if _style(line) != _style(previous) or (
-            _numbering(line.text) is not None and not _joined(previous, line)
+            numbering(line.text) is not None and not _joined(previous, line)
         ):
             pieces.append((first, position))
             first = position
@@ -406,12 +400,14 @@ def _split_run(lines: list[PdfLine], start: int, end: int) -> list[tuple[int, in
 
 def _stacked(lines: list[PdfLine], pieces: list[tuple[int, int]]) -> bool:
     """Whether a long run of heading lines is headings set one under the other (a title,
-    its subtitle, then a heading: each piece short and set apart from the next by space),
-    not an emphasised paragraph."""
+    its subtitle, then a heading: each piece short and set apart from the next by space,
+    in the smaller type's measure, or by a change of size), not an emphasised paragraph."""
     if len(pieces) < 2:
         return False
     for (start, stop), (after, _) in zip(pieces, pieces[1:], strict=False):
         last, following = lines[stop - 1], lines[after]
-        if stop - start > MAX_HEADING_LINES or following.top >= last.bottom - _APART * last.size:
+        small, large = sorted((last.size, following.size))
+        apart = following.top < last.bottom - _APART * small or large >= small * LARGER
+        if stop - start > MAX_HEADING_LINES or not apart:
             return False
     return pieces[-1][1] - pieces[-1][0] <= MAX_HEADING_LINES

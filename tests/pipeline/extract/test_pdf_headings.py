@@ -1,12 +1,19 @@
 """Headings from typography on one-page PDFs typeset at test time (`typeset_pdf`): stacked
 titles, wrapped titles, emphasised paragraphs, section numbers in another family or after a
-tab stop, contents pages, captions and margin stamps."""
+tab stop, contents pages, captions and margin stamps, titles ending in "!" or ":", a second
+body size, names centred in a diagram's boxes."""
 
 from __future__ import annotations
 
 from docingest.pipeline.document import BlockKind
 from docingest.pipeline.extract.pdf import extract_pdf
-from tests.support.structured_pdfs import Typeset, helvetica_page, typeset_pdf
+from tests.support.structured_pdfs import (
+    Typeset,
+    fonts_page,
+    helvetica_page,
+    typeset_pages,
+    typeset_pdf,
+)
 
 BODY: list[Typeset] = [
     (f"Body line {n} of a paragraph, set in the usual type of the text", 11.0, "regular")
@@ -15,8 +22,9 @@ BODY: list[Typeset] = [
 GAP: Typeset = ("", 11.0, "regular")
 
 
-def headings(lines: list[Typeset]) -> list[str]:
-    document = extract_pdf(typeset_pdf(lines), max_pages=5)
+def headings(lines: list[Typeset], *pages: list[Typeset]) -> list[str]:
+    data = typeset_pages([lines, *pages]) if pages else typeset_pdf(lines)
+    document = extract_pdf(data, max_pages=5)
     return [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
 
 
@@ -158,3 +166,106 @@ def test_short_capitals_are_a_heading_unless_in_a_form_s_small_type() -> None:
     ]  # fmt: skip
     # Small capitals' letters are small: their font's name tells them from a form's labels.
     assert headings(lines) == ["REFERENCES", "Acknowledgments"]
+
+
+def test_a_larger_title_may_end_in_an_exclamation_or_a_colon() -> None:
+    lines: list[Typeset] = [
+        ("Lets swim!", 16.0, "regular"), GAP, *BODY[:5], GAP,
+        ("These are a few of my favourite things:", 16.0, "bold"), GAP, *BODY[5:10], GAP,
+        # In the body's size, a bold line ending so introduces what follows: no heading.
+        ("Also, do not forget:", 11.0, "bold"), *BODY[10:],
+    ]  # fmt: skip
+    assert headings(lines) == ["Lets swim!", "These are a few of my favourite things:"]
+
+
+def test_a_sentence_ending_in_an_ideographic_full_stop_is_no_heading() -> None:
+    # "~" reads as "。" in this font: a sentence in larger type, as a Japanese manual's
+    # callout "2 タイプのデバイスファイルがあります。" is.
+    lines: list[Typeset] = [
+        ("Two kinds of device file exist~", 16.0, "ideographic"), GAP, *BODY[:7], GAP,
+        ("Device files", 16.0, "ideographic"), GAP, *BODY[7:],
+    ]  # fmt: skip
+    assert headings(lines) == ["Device files"]
+
+
+def test_headings_stacked_in_falling_sizes_with_little_space_are_each_a_heading() -> None:
+    # A clipping's section name, its dateline and an article's title wrapped over two lines:
+    # four heading lines in a row, parted by a change of size or by space measured in the
+    # smaller type, not one emphasised paragraph.
+    small_gap: Typeset = ("", 6.0, "regular")
+    lines: list[Typeset] = [
+        *BODY[:4], GAP,
+        ("Press Centre", 21.0, "bold"), ("Reports", 15.0, "bold"), GAP,
+        ("The Water Partnership May Invest", 14.0, "bold"),
+        ("in the Water Works of Omsk", 14.0, "bold"), GAP, *BODY[4:8], GAP,
+        ("Business News", 21.0, "bold"), small_gap,
+        ("Dateline Twelfth of April", 11.0, "bold"), small_gap,
+        ("Moodys Rates the Water Company", 14.0, "bold"),
+        ("on the National Scale", 14.0, "bold"), GAP, *BODY[8:],
+    ]  # fmt: skip
+    found = headings(lines)
+    assert "Reports" in found
+    assert "The Water Partnership May Invest in the Water Works of Omsk" in found
+    assert "Business News" in found
+    assert "Moodys Rates the Water Company on the National Scale" in found
+
+
+def test_a_page_set_in_a_second_larger_body_size_gives_its_lines_no_heading() -> None:
+    # Clippings: two pages of 9-point articles, then a page of a 12-point one, whose short
+    # lines ("Main page / Siberia", a place name in capitals) are its body, not larger type.
+    clipping = "Line {} of a clipping set in small type for the press review"
+    small: list[Typeset] = [(clipping.format(n), 9.0, "regular") for n in range(45)]
+    large: list[Typeset] = [
+        ("Main page / Siberia", 12.0, "regular"), GAP,
+        ("Water Works Get a Rating", 16.0, "bold"), GAP,
+        *[(f"Line {n} of an article set in the larger type of its page", 12.0, "regular")
+          for n in range(16)],
+        GAP, ("KEMEROVO", 12.0, "regular"), GAP,
+        *[(f"Line {n} of the next article in the same larger type", 12.0, "regular")
+          for n in range(16)],
+    ]  # fmt: skip
+    found = headings(small, small, large)
+    assert found == ["Water Works Get a Rating"]
+
+
+def test_a_bold_name_centred_in_a_diagram_s_box_is_no_heading() -> None:
+    # Courier: 0.6 of the size a letter, so a line is centred at x by starting half its
+    # width to the left. A class box: its stereotype, its bold name right under it, centred,
+    # then its attributes; beside a bold heading set at the text's left edge.
+    def at(x: float, y: float, text: str, font: bytes = b"/F1") -> bytes:
+        return b"BT %s 10 Tf %g %g Td (%s) Tj ET" % (font, x, y, text.encode())
+
+    def centred(y: float, text: str, font: bytes = b"/F1") -> bytes:
+        return at(300 - len(text) * 3, y, text, font)
+
+    body = [
+        at(72, 700 - 12 * n, f"Body line {n} of a paragraph in the usual type") for n in range(12)
+    ]
+    content = [
+        *body,
+        at(72, 540, "Results", b"/F2"),
+        at(72, 522, "Body line after the heading, in the usual type of the text"),
+        centred(480, "<<spatialDescriptiveEvol>>"),
+        centred(470, "NetworkLinearFlow", b"/F2"),
+        centred(460, "- Isolated: boolean"),
+        centred(450, "- FlowDirection: CL_DirectionFlag"),
+    ]
+    fonts = [
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier-Bold >>",
+    ]
+    document = extract_pdf(fonts_page(b"\n".join(content), fonts), max_pages=5)
+    found = [block.text for block in document.blocks if block.kind is BlockKind.HEADING]
+    assert found == ["Results"]
+
+
+def test_an_unnumbered_heading_a_half_point_larger_in_another_family_is_a_heading() -> None:
+    # A journal's "Acknowledgments" in 11.5-point sans over 11-point serif text: neither
+    # bold nor larger by `LARGER`, only the family and the half point tell it.
+    serif: list[Typeset] = [(line[0], line[1], "serif") for line in BODY]
+    lines: list[Typeset] = [
+        *serif[:6], GAP, ("Acknowledgments", 11.5, "regular"), GAP, *serif[6:10], GAP,
+        # In the body's own size, a line in the other family is no heading without a number.
+        ("Review of the Data", 11.0, "regular"), GAP, *serif[10:],
+    ]  # fmt: skip
+    assert headings(lines) == ["Acknowledgments"]
