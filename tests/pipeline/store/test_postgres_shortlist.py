@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
+from pgvector.psycopg import register_vector
 from psycopg import sql
 from pydantic import SecretStr
 
@@ -17,9 +18,13 @@ from docingest.pipeline.settings import Settings
 from docingest.pipeline.store import IndexConfig, VectorStore
 from docingest.pipeline.store.filters import SearchFilter
 from docingest.pipeline.store.postgres import PostgresEngine
+from docingest.pipeline.store.postgres_filter import FilterCompiler
 from docingest.pipeline.store.postgres_schema import SCHEMA_VERSION
-from docingest.pipeline.store.postgres_shortlist import POOL_FLOOR, pool_size
+from docingest.pipeline.store.postgres_search import run_query
+from docingest.pipeline.store.postgres_shortlist import POOL_FLOOR, pool_size, searched_table
+from docingest.pipeline.store.requests import candidate_request
 from tests.pipeline.store.test_postgres_generations import graphs
+from tests.pipeline.store.test_store import CONFIG as STORE_CONFIG
 from tests.pipeline.store.test_store import records
 from tests.support.engines import postgres_url, schema_for
 
@@ -138,3 +143,29 @@ def test_a_layout_3_schema_gains_the_bits_of_every_generation(tmp_path: Path) ->
             ).format(n=sql.Literal(DIMS), **names)
         ).fetchone()
         assert wrong == (0,)
+
+
+def test_a_search_whose_built_generation_was_merged_away_looks_again(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, generation_rows=100)
+    schema = settings.database_schema
+    chunks = records("d1", 1, [f"chunk {n}" for n in range(150)])
+    with VectorStore.open(settings) as store:
+        store.create_index("docs", STORE_CONFIG)
+        store.write_chunks("docs", chunks)  # generation 0 sealed, 1 open
+        store.publish("docs", "d1", 1)
+        engine = store.engine
+        assert isinstance(engine, PostgresEngine)
+        engine.graphs.wait(timeout=120)
+        query = chunks[7].dense
+        expected = [hit.chunk_index for hit in store.query_dense("docs", query, limit=5)]
+        with psycopg.connect(postgres_url(), autocommit=True) as connection:
+            register_vector(connection)
+            looked = searched_table(connection, schema, "docs")
+            assert looked.built == (0,)
+            # what a search sees when a merge swapped generations after its lookup: a
+            # built generation that no longer exists
+            stale = dataclasses.replace(looked, built=(0, 5))
+            request = candidate_request(query, limit=5, search_filter=None)
+            hits = run_query(connection, stale, request, FilterCompiler(schema), ef_search=100)
+        assert [hit.payload["chunk_index"] for hit in hits if hit.payload] == expected
+        assert expected[0] == 7
