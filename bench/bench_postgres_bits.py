@@ -11,7 +11,9 @@ and `clustered` (200 centres plus noise, as real embeddings cluster); queries of
 kind. Reports per kind: the heap's pages with and without the bit column, the median time of
 the exact top `--limit` (`ORDER BY dense <=> q`), and for each pool size the shortlist's
 (`ORDER BY dense_bits <~> binary_quantize(q) LIMIT pool`, re-ranked by `dense <=> q`) median
-time and its recall@`--limit` and recall@10 against the exact ranking.
+time and its recall@`--limit` and recall@10 against the exact ranking. With `--graphs`, the
+build time of an HNSW graph over `dense` (the store's) and over `dense_bits`
+(`bit_hamming_ops`), and the recall@10 of each walk (the second re-ranked exactly).
 """
 
 from __future__ import annotations
@@ -108,6 +110,53 @@ def timed(connection: psycopg.Connection, statement: str, params: Sequence[Any])
     return time.perf_counter() - started, [row[0] for row in rows]
 
 
+def graphs(
+    connection: psycopg.Connection,
+    name: str,
+    dims: int,
+    queries: np.ndarray,
+    truth: list[list[Any]],
+    *,
+    limit: int,
+) -> None:
+    """Build the generation's graph over `dense` (the store's) and over `dense_bits`
+    (`bit_hamming_ops`), each timed (1 GB, one parallel worker, as the builder), and search
+    each: the first as the store does, the second for a pool of 1,000 re-ranked exactly."""
+    connection.execute("SET maintenance_work_mem = '1GB'")
+    connection.execute("SET max_parallel_maintenance_workers = 1")
+    walks = {
+        "dense vector_cosine_ops": (
+            EXACT.format(t=name),
+            lambda query: (query, limit),
+            "SET hnsw.ef_search = 100",
+        ),
+        "dense_bits bit_hamming_ops": (
+            SHORTLIST.format(t=name, n=dims),
+            lambda query: (query, 1000, query, limit),
+            "SET hnsw.ef_search = 1000",
+        ),
+    }
+    for column, (statement, params, setting) in walks.items():
+        started = time.perf_counter()
+        connection.execute(f"CREATE INDEX {name}_graph ON {name} USING hnsw ({column})")
+        seconds = time.perf_counter() - started
+        connection.execute(f"ANALYZE {name}")
+        connection.execute(setting)
+        connection.execute("SET enable_seqscan = off")
+        spent, recall10 = [], []
+        for query, ids in zip(queries, truth, strict=True):
+            timed(connection, statement, params(query))
+            took, found = timed(connection, statement, params(query))
+            spent.append(1000 * took)
+            recall10.append(len(set(found[:10]) & set(ids[:10])) / 10)
+        connection.execute("RESET enable_seqscan")
+        connection.execute(f"DROP INDEX {name}_graph")
+        print(
+            f"  graph over {column}: built in {seconds:.1f} s, search median "
+            f"{np.median(spent):.1f} ms, recall@10 {np.mean(recall10):.3f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=15_000)
@@ -116,6 +165,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=50)
     parser.add_argument("--pools", type=int, nargs="+", default=[200, 500, 1000, 2000])
     parser.add_argument("--kinds", nargs="+", default=["random", "clustered", "words"])
+    parser.add_argument("--graphs", action="store_true", help="also HNSW over dense and bits")
     args = parser.parse_args()
     print(f"bench_postgres_bits: {machine()}; code {code_version()}")
     print(f"load average at start: {os.getloadavg()}")
@@ -159,6 +209,8 @@ def main() -> None:
                     f"{np.mean(recall):.3f} (min {min(recall):.2f}), recall@10 "
                     f"{np.mean(recall10):.3f}"
                 )
+            if args.graphs:
+                graphs(connection, name, dims, queries, truth, limit=limit)
             for each in (plain, name):
                 connection.execute(f"DROP TABLE {each}")
     print(f"load average at end: {os.getloadavg()}")
