@@ -62,6 +62,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from _common import find_corpus, machine  # noqa: E402
+from _postgres_state import generations, graph_builds  # noqa: E402
 from _service_tools import code_version  # noqa: E402
 
 from tests.support.docingest_service import (  # noqa: E402
@@ -331,32 +332,6 @@ def idle_searches(base_url: str, count: int = 60) -> list[float]:
     return seconds
 
 
-def generations(store: Mapping[str, str]) -> str:
-    """The rows of each generation (partition) of the index's table on PostgreSQL, once
-    settled: what an idle search walks ("" for Edge)."""
-    url = store.get("DOCINGEST_DATABASE_URL")
-    if not url:
-        return ""
-    import psycopg
-    from psycopg import sql
-
-    schema = store["DOCINGEST_DATABASE_SCHEMA"]
-    with psycopg.connect(url) as connection:
-        parts = connection.execute(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace n ON n.oid = p.relnamespace "
-            "WHERE n.nspname = %s AND c.relkind = 'r' ORDER BY c.relname",
-            [schema],
-        ).fetchall()
-        rows = [
-            connection.execute(
-                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, name))
-            ).fetchone()
-            for (name,) in parts
-        ]
-    return "generations of " + " + ".join(f"{int(row[0]) if row else 0:,}" for row in rows)
-
-
 def optimizer_runs(client: httpx.Client) -> float:
     for line in client.get("/metrics").text.splitlines():
         if line.startswith("docingest_store_optimize_duration_seconds_count"):
@@ -408,28 +383,6 @@ def pool_waits(base_url: str) -> str:
         f"pool waits: {count:.0f} connections taken, mean {total / count * 1000:.1f} ms, "
         f"{slow:.0f} over 25 ms, {count - buckets.get('0.1', count):.0f} over 100 ms"
     )
-
-
-def graph_builds(store: Mapping[str, str]) -> int:
-    """Index builds under way on the PostgreSQL server of `store`, and graph builders at work
-    (each holds its session lock through its builds, term folding and merges; 0 for Edge)."""
-    url = store.get("DOCINGEST_DATABASE_URL")
-    if not url:
-        return 0
-    import psycopg
-
-    from docingest.pipeline.store.postgres_generations import build_key
-
-    # The baseline tree's builders may take the key used before it was one per schema.
-    keys = [build_key(store["DOCINGEST_DATABASE_SCHEMA"]) & 0xFFFFFFFF, 0x67726166]
-    with psycopg.connect(url) as connection:
-        row = connection.execute(
-            "SELECT (SELECT count(*) FROM pg_stat_progress_create_index) + (SELECT count(*) "
-            "FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = ANY(%s) "
-            "AND objsubid = 2 AND granted)",
-            [keys],
-        ).fetchone()
-    return int(row[0]) if row else 0
 
 
 def main() -> None:

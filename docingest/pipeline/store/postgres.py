@@ -9,6 +9,8 @@ store's suite runs on this engine as on the two Qdrant ones (tests/pipeline/stor
 - Dense search: `ORDER BY dense <=> query` over the HNSW index (cosine), with pgvector's
   iterative scan (`hnsw.iterative_scan = strict_order`) so a filter that leaves out most of
   the nearest points still fills the page; score = 1 − cosine distance, as Qdrant's.
+  Generations still without a graph are shortlisted by their vectors' bits and the shortlist
+  ranked exactly (`docingest.pipeline.store.postgres_shortlist`).
 - Keyword search: BM25 as on Qdrant, split the same way (`docingest.pipeline.sparse`): the
   chunk's stored weights are the term-frequency part, and the query's terms are weighted by
   their IDF here, computed as Qdrant's `idf` modifier does (ln(1 + (N − n + 0.5) / (n + 0.5)),
@@ -65,6 +67,7 @@ from docingest.pipeline.store.postgres_schema import (
     prepare,
 )
 from docingest.pipeline.store.postgres_search import run_query
+from docingest.pipeline.store.postgres_shortlist import SearchedTable, searched_table
 from docingest.pipeline.store.requests import Point
 
 
@@ -394,21 +397,14 @@ class PostgresEngine:
     def query_batch(
         self, index: str, requests: Sequence[models.QueryRequest]
     ) -> list[list[models.ScoredPoint]]:
-        with self._searched_table(index) as (connection, number, dimensions):
-            return [self._run(connection, number, dimensions, request) for request in requests]
+        with self._connection(index) as connection:
+            searched = searched_table(connection, self._schema, index)
+            return [self._run(connection, searched, request) for request in requests]
 
     def _run(
-        self,
-        connection: psycopg.Connection,
-        number: int,
-        dimensions: int,
-        request: models.QueryRequest,
+        self, connection: psycopg.Connection, searched: SearchedTable, request: models.QueryRequest
     ) -> list[models.ScoredPoint]:
-        return run_query(
-            connection, chunk_table(self._schema, number), request, self._filters,
-            terms=postgres_terms.terms_table(self._schema, number),
-            dimensions=dimensions, ef_search=self._ef_search,
-        )  # fmt: skip
+        return run_query(connection, searched, request, self._filters, ef_search=self._ef_search)
 
     def query_fused(
         self,
@@ -436,8 +432,9 @@ class PostgresEngine:
             )
             for stage in prefetch
         ]
-        with self._searched_table(index) as (connection, number, dimensions):
-            lists = [self._run(connection, number, dimensions, request) for request in requests]
+        with self._connection(index) as connection:
+            searched = searched_table(connection, self._schema, index)
+            lists = [self._run(connection, searched, request) for request in requests]
         return reciprocal_rank_fusion(lists, limit=limit, ranking_constant_k=k)
 
 
