@@ -17,6 +17,7 @@ import ctypes
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -47,10 +48,14 @@ _LEADING_NUMBER = re.compile(r"\s*(?:\d{1,3}(?:\.\d{1,3})*|[A-Z]|[IVX]{1,6})[.)]
 parts no cells."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PdfLine:
     """One printed line: text, style (`size` in points, 0 when unknown), and place in PDF
-    user space (origin bottom left: `top` > `bottom`)."""
+    user space (origin bottom left: `top` > `bottom`).
+
+    Not frozen, but treated as if it were: a stage that changes a line makes a copy
+    (`dataclasses.replace`). A frozen dataclass sets each of its 13 fields through
+    `object.__setattr__`, 1.8 µs a line, a tenth of the R manual's reading of lines."""
 
     text: str
     size: float = 0.0
@@ -136,59 +141,64 @@ def read_lines(
         return None
     found, owners = tables
     placed: set[int] = set()
-    read: list[tuple[str, int, _Style | None] | PdfLine] = []
+    lines: list[PdfLine] = []
+    candidates: list[tuple[int, str]] = []  # (position in `lines`, raw text) of styled lines
+    sizes: dict[float, int] = {}
     position = 0
-    reader = _StyleReader(textpage)
+    style = _StyleReader(textpage).style
     for raw in text.split("\r\n"):
         table = _table_of(raw, owners[position : position + len(raw)]) if owners else -1
         if table >= 0:
             if table not in placed:
                 placed.add(table)
                 if found[table].caption:  # a paragraph of its own, just before its table
-                    read += [PdfLine(""), PdfLine(found[table].caption), PdfLine("")]
+                    lines += [PdfLine(""), PdfLine(found[table].caption), PdfLine("")]
                 rows = map(tidy, found[table].text().split("\n"))  # PDFium's hyphens
-                read.append(PdfLine("\n".join(rows), table=True))
-        elif len(read) < MAX_STYLED_LINES and raw.strip():
-            read.append((raw, position, reader.style(raw, position)))
+                lines.append(PdfLine("\n".join(rows), table=True))
+        elif len(lines) < MAX_STYLED_LINES and raw.strip() and (line := style(raw, position, tidy)):
+            sizes[line.size] = sizes.get(line.size, 0) + len(raw)
+            candidates.append((len(lines), raw))
+            lines.append(line)
         else:
-            read.append((raw, position, None))
+            lines.append(PdfLine(tidy(raw), start=position))
         position += len(raw) + 2
-    sizes: dict[float, int] = {}
-    for item in read:
-        if isinstance(item, tuple) and item[2] is not None:
-            sizes[item[2].size] = sizes.get(item[2].size, 0) + len(item[0])
-    usual = max(sizes, key=sizes.__getitem__) if sizes else 0.0
-    lines = []
-    for item in read:
-        if isinstance(item, PdfLine):
-            lines.append(item)
-            continue
-        raw, start, style = item
-        if style is None:
-            lines.append(PdfLine(tidy(raw), start=start))
-            continue
-        columnar = (
-            headings
-            and (style.bold or style.size > usual * 1.05)
-            and not raw.rstrip().endswith(_CLAUSE_ENDS)  # only heading candidates
-            and reader.columnar(raw, start, style)
-        )
-        lines.append(
-            PdfLine(
-                tidy(raw),
-                size=style.size,
-                bold=style.bold,
-                italic=style.italic,
-                family=style.family,
-                left=style.left,
-                right=style.right,
-                top=style.top,
-                bottom=style.bottom,
-                columnar=columnar,
-                start=start,
-            )
-        )
+    if headings and candidates:
+        _mark_columnar(textpage, lines, candidates, max(sizes, key=sizes.__getitem__))
     return lines
+
+
+def _mark_columnar(
+    textpage: pdfium.PdfTextPage,
+    lines: list[PdfLine],
+    candidates: list[tuple[int, str]],
+    usual: float,
+) -> None:
+    """Set `columnar` on the heading candidates among the styled `lines` (bold or larger than
+    the page's `usual` size, no clause end) whose words stand far apart."""
+    box = pdfium_c.FS_RECTF()
+    for number, raw in candidates:
+        line = lines[number]
+        if (line.bold or line.size > usual * 1.05) and not raw.rstrip().endswith(_CLAUSE_ENDS):
+            line.columnar = _columnar(textpage.raw, box, raw, line)
+
+
+def _columnar(
+    textpage: pdfium_c.FPDF_TEXTPAGE, box: pdfium_c.FS_RECTF, raw: str, line: PdfLine
+) -> bool:
+    """Whether two words of the line stand far apart (see `PdfLine.columnar`)."""
+    if len(raw) > _COLUMNAR_CHARS:
+        return False
+    previous_right = None
+    number = _LEADING_NUMBER.match(raw)
+    skip = number.end() if number else 0
+    for offset, char in enumerate(raw):
+        if char.isspace():
+            continue
+        pdfium_c.FPDFText_GetLooseCharBox(textpage, line.start + offset, box)
+        if previous_right is not None and box.left - previous_right > _COLUMN_GAP * line.size:
+            return True
+        previous_right = box.right if offset >= skip else None
+    return False
 
 
 def _table_of(raw: str, owners: list[int]) -> int:
@@ -203,16 +213,20 @@ def _table_of(raw: str, owners: list[int]) -> int:
     return best if best >= 0 and 2 * counts[best] >= letters else -1
 
 
-@dataclass(frozen=True, slots=True)
-class _Style:
-    size: float
-    bold: bool
-    italic: bool
-    family: str
-    left: float
-    right: float
-    top: float
-    bottom: float
+def _unchecked(function: Any, restype: Any) -> Any:
+    """A copy of a pypdfium2 binding without `argtypes`: ctypes then skips converting each
+    argument, which halves the cost of a call (0.5 → 0.25 µs; BENCHMARKS.md, "PDF
+    structure"). Callers pass exactly the C types: the handle, a Python int for a C int,
+    `ctypes.byref` or an array for a pointer, a ctypes object for anything wider."""
+    copy = type(function)(ctypes.cast(function, ctypes.c_void_p).value)
+    copy.restype = restype
+    return copy
+
+
+_FONT_SIZE = _unchecked(pdfium_c.FPDFText_GetFontSize, ctypes.c_double)
+_LOOSE_BOX = _unchecked(pdfium_c.FPDFText_GetLooseCharBox, ctypes.c_int)
+_FONT_INFO = _unchecked(pdfium_c.FPDFText_GetFontInfo, ctypes.c_ulong)
+_NAME_LENGTH = ctypes.c_ulong(_NAME_SIZE)
 
 
 class _StyleReader:
@@ -222,14 +236,19 @@ class _StyleReader:
         self.textpage = textpage.raw  # the handle itself: no conversion per call
         self.name = ctypes.create_string_buffer(_NAME_SIZE)
         self.flags = ctypes.c_int()
+        self.flags_ref = ctypes.byref(self.flags)
         self.box = pdfium_c.FS_RECTF()
+        self.box_ref = ctypes.byref(self.box)
         self.fonts: dict[bytes, tuple[str, bool]] = {}  # family, bold (by name or weight)
 
-    def style(self, raw: str, start: int) -> _Style | None:
+    def style(self, raw: str, start: int, tidy: Callable[[str], str]) -> PdfLine | None:
+        """The line `raw` at character `start`, its text passed through `tidy`, with its
+        typography and place; None when it has no size."""
         picks = _picks(raw)
         if not picks:
             return None
-        textpage, box, name, flags = self.textpage, self.box, self.name, self.flags
+        textpage, box, box_ref, name = self.textpage, self.box, self.box_ref, self.name
+        flags, flags_ref, fonts = self.flags, self.flags_ref, self.fonts
         sizes: list[float] = []
         families: list[str] = []
         bolds = italics = 0
@@ -238,8 +257,8 @@ class _StyleReader:
             if number == 2 and abs(sizes[0] - sizes[1]) < 1:
                 break  # the ends agree on the size: the middle adds nothing worth its cost
             index = start + offset
-            size = pdfium_c.FPDFText_GetFontSize(textpage, index)
-            pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
+            size = _FONT_SIZE(textpage, index)
+            _LOOSE_BOX(textpage, index, box_ref)
             # comparisons, not min()/max(): this runs for every sample of every line
             box_left, box_right, box_top, box_bottom = box.left, box.right, box.top, box.bottom
             if box_right > box_left or box_top > box_bottom:
@@ -254,18 +273,13 @@ class _StyleReader:
             if size <= 1.5:  # no size information: the glyph box's height, to a point
                 size = float(round(box_top - box_bottom)) if box_top > box_bottom else 0.0
             sizes.append(size)
-            length = pdfium_c.FPDFText_GetFontInfo(textpage, index, name, _NAME_SIZE, flags)
+            length = _FONT_INFO(textpage, index, name, _NAME_LENGTH, flags_ref)
             font = name.value if 0 < length <= _NAME_SIZE else b""
-            if font not in self.fonts or not font:  # a font's weight is its own: read once
-                text = _SUBSET_TAG.sub("", font.decode("latin-1"))
-                family = text.split("-")[0].split(",")[0]
-                bold = bool(_BOLD_NAME.search(text)) or (
-                    pdfium_c.FPDFText_GetFontWeight(textpage, index) >= _BOLD_WEIGHT
-                )
-                self.fonts[font] = (family, bold)
-            family, bold = self.fonts[font]
-            families.append(family)
-            bolds += bold
+            known = fonts.get(font) if font else None
+            if known is None:  # a font's weight is its own: read once
+                known = fonts[font] = _font(textpage, index, font)
+            families.append(known[0])
+            bolds += known[1]
             italics += bool(flags.value & _ITALIC_FLAG)
         sampled = len(sizes)
         sizes.sort()
@@ -274,32 +288,30 @@ class _StyleReader:
             return None
         if left == float("inf"):
             left = right = top = bottom = 0.0
-        return _Style(
+        return PdfLine(
+            tidy(raw),
             round(size, 1),
             bolds >= _MOSTLY * sampled,
             italics >= _MOSTLY * sampled,
-            max(families, key=families.count),  # a tie: the first sample's (no set order)
+            families[0] if sampled == 1 else max(families, key=families.count),  # a tie: the first
             left,
             right,
             top,
             bottom,
+            False,
+            False,
+            start,
         )
 
-    def columnar(self, raw: str, start: int, style: _Style) -> bool:
-        """Whether two words of the line stand far apart (see `PdfLine.columnar`)."""
-        if len(raw) > _COLUMNAR_CHARS:
-            return False
-        box, previous_right = self.box, None
-        number = _LEADING_NUMBER.match(raw)
-        skip = number.end() if number else 0
-        for offset, char in enumerate(raw):
-            if char.isspace():
-                continue
-            pdfium_c.FPDFText_GetLooseCharBox(self.textpage, start + offset, box)
-            if previous_right is not None and box.left - previous_right > _COLUMN_GAP * style.size:
-                return True
-            previous_right = box.right if offset >= skip else None
-        return False
+
+def _font(textpage: pdfium_c.FPDF_TEXTPAGE, index: int, font: bytes) -> tuple[str, bool]:
+    """The family and weight (bold by name or by weight) of the font named `font`."""
+    text = _SUBSET_TAG.sub("", font.decode("latin-1"))
+    family = text.split("-")[0].split(",")[0]
+    bold = bool(_BOLD_NAME.search(text)) or (
+        pdfium_c.FPDFText_GetFontWeight(textpage, index) >= _BOLD_WEIGHT
+    )
+    return family, bold
 
 
 def _picks(raw: str) -> list[int]:
