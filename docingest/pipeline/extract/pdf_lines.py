@@ -17,11 +17,11 @@ import ctypes
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.pdf_calls import font_info, font_size, loose_char_box
 from docingest.pipeline.extract.pdf_tables import PdfTable
 
 SAMPLES_PER_LINE = 3
@@ -213,20 +213,8 @@ def _table_of(raw: str, owners: list[int]) -> int:
     return best if best >= 0 and 2 * counts[best] >= letters else -1
 
 
-def _unchecked(function: Any, restype: Any) -> Any:
-    """A copy of a pypdfium2 binding without `argtypes`: ctypes then skips converting each
-    argument, which halves the cost of a call (0.5 → 0.25 µs; BENCHMARKS.md, "PDF
-    structure"). Callers pass exactly the C types: the handle, a Python int for a C int,
-    `ctypes.byref` or an array for a pointer, a ctypes object for anything wider."""
-    copy = type(function)(ctypes.cast(function, ctypes.c_void_p).value)
-    copy.restype = restype
-    return copy
-
-
-_FONT_SIZE = _unchecked(pdfium_c.FPDFText_GetFontSize, ctypes.c_double)
-_LOOSE_BOX = _unchecked(pdfium_c.FPDFText_GetLooseCharBox, ctypes.c_int)
-_FONT_INFO = _unchecked(pdfium_c.FPDFText_GetFontInfo, ctypes.c_ulong)
 _NAME_LENGTH = ctypes.c_ulong(_NAME_SIZE)
+_FAR = float("inf")
 
 
 class _StyleReader:
@@ -252,13 +240,13 @@ class _StyleReader:
         sizes: list[float] = []
         families: list[str] = []
         bolds = italics = 0
-        left, right, top, bottom = float("inf"), float("-inf"), float("-inf"), float("inf")
+        left, right, top, bottom = _FAR, -_FAR, -_FAR, _FAR
         for number, offset in enumerate(picks):
             if number == 2 and abs(sizes[0] - sizes[1]) < 1:
                 break  # the ends agree on the size: the middle adds nothing worth its cost
             index = start + offset
-            size = _FONT_SIZE(textpage, index)
-            _LOOSE_BOX(textpage, index, box_ref)
+            size = font_size(textpage, index)
+            loose_char_box(textpage, index, box_ref)
             # comparisons, not min()/max(): this runs for every sample of every line
             box_left, box_right, box_top, box_bottom = box.left, box.right, box.top, box.bottom
             if box_right > box_left or box_top > box_bottom:
@@ -273,7 +261,7 @@ class _StyleReader:
             if size <= 1.5:  # no size information: the glyph box's height, to a point
                 size = float(round(box_top - box_bottom)) if box_top > box_bottom else 0.0
             sizes.append(size)
-            length = _FONT_INFO(textpage, index, name, _NAME_LENGTH, flags_ref)
+            length = font_info(textpage, index, name, _NAME_LENGTH, flags_ref)
             font = name.value if 0 < length <= _NAME_SIZE else b""
             known = fonts.get(font) if font else None
             if known is None:  # a font's weight is its own: read once
@@ -286,7 +274,7 @@ class _StyleReader:
         size = sizes[sampled // 2]
         if size < 0.5:
             return None
-        if left == float("inf"):
+        if left == _FAR:
             left = right = top = bottom = 0.0
         return PdfLine(
             tidy(raw),
