@@ -132,7 +132,8 @@ def read_lines(
     text passed through `tidy`; the lines mostly made of a table's characters (`tables`: the
     tables and each character's table, from `pdf_tables.page_tables`) give way to the
     table, at its first line. Without `headings` (the outline gives them) no line is
-    looked at for `columnar`, which only heading finding reads.
+    looked at for `columnar`, nor read for weight and slant (`bold` and `italic` stay False),
+    which only heading finding reads; the family still is (`pdf_aligned` reads it).
 
     Returns None when the text does not line up with the character indices (then only the
     plain text is used). Blank lines are kept as empty `PdfLine`s (paragraph breaks).
@@ -145,7 +146,7 @@ def read_lines(
     candidates: list[tuple[int, str]] = []  # (position in `lines`, raw text) of styled lines
     sizes: dict[float, int] = {}
     position = 0
-    style = _StyleReader(textpage).style
+    style = _StyleReader(textpage, weights=headings).style
     for raw in text.split("\r\n"):
         table = _table_of(raw, owners[position : position + len(raw)]) if owners else -1
         if table >= 0:
@@ -156,8 +157,9 @@ def read_lines(
                 rows = map(tidy, found[table].text().split("\n"))  # PDFium's hyphens
                 lines.append(PdfLine("\n".join(rows), table=True))
         elif len(lines) < MAX_STYLED_LINES and raw.strip() and (line := style(raw, position, tidy)):
-            sizes[line.size] = sizes.get(line.size, 0) + len(raw)
-            candidates.append((len(lines), raw))
+            if headings:
+                sizes[line.size] = sizes.get(line.size, 0) + len(raw)
+                candidates.append((len(lines), raw))
             lines.append(line)
         else:
             lines.append(PdfLine(tidy(raw), start=position))
@@ -220,8 +222,9 @@ _FAR = float("inf")
 class _StyleReader:
     """Samples lines of one text page; font names are parsed once per name."""
 
-    def __init__(self, textpage: pdfium.PdfTextPage) -> None:
+    def __init__(self, textpage: pdfium.PdfTextPage, *, weights: bool = True) -> None:
         self.textpage = textpage.raw  # the handle itself: no conversion per call
+        self.weights = weights
         self.name = ctypes.create_string_buffer(_NAME_SIZE)
         self.flags = ctypes.c_int()
         self.flags_ref = ctypes.byref(self.flags)
@@ -235,15 +238,18 @@ class _StyleReader:
         picks = _picks(raw)
         if not picks:
             return None
-        textpage, box, box_ref, name = self.textpage, self.box, self.box_ref, self.name
-        flags, flags_ref, fonts = self.flags, self.flags_ref, self.fonts
+        textpage, box, box_ref, weights = self.textpage, self.box, self.box_ref, self.weights
+        name, flags, flags_ref, fonts = self.name, self.flags, self.flags_ref, self.fonts
         sizes: list[float] = []
         families: list[str] = []
         bolds = italics = 0
         left, right, top, bottom = _FAR, -_FAR, -_FAR, _FAR
         for number, offset in enumerate(picks):
-            if number == 2 and abs(sizes[0] - sizes[1]) < 1:
-                break  # the ends agree on the size: the middle adds nothing worth its cost
+            if number == 2:
+                if abs(sizes[0] - sizes[1]) < 1:
+                    break  # the ends agree on the size: the middle adds nothing worth its cost
+                if not weights:  # three samples: the family is the majority's, the last counts
+                    families.append(self.font(start + picks[1])[0])
             index = start + offset
             size = font_size(textpage, index)
             loose_char_box(textpage, index, box_ref)
@@ -261,6 +267,9 @@ class _StyleReader:
             if size <= 1.5:  # no size information: the glyph box's height, to a point
                 size = float(round(box_top - box_bottom)) if box_top > box_bottom else 0.0
             sizes.append(size)
+            if not weights and number == 1:
+                continue  # of two samples the first gives the family; no weight is read
+            # `font`, written out: a call a sample costs 7% of the reading (BENCHMARKS.md)
             length = font_info(textpage, index, name, _NAME_LENGTH, flags_ref)
             font = name.value if 0 < length <= _NAME_SIZE else b""
             known = fonts.get(font) if font else None
@@ -268,7 +277,7 @@ class _StyleReader:
                 known = fonts[font] = _font(textpage, index, font)
             families.append(known[0])
             bolds += known[1]
-            italics += bool(flags.value & _ITALIC_FLAG)
+            italics += flags.value & _ITALIC_FLAG > 0
         sampled = len(sizes)
         sizes.sort()
         size = sizes[sampled // 2]
@@ -276,12 +285,13 @@ class _StyleReader:
             return None
         if left == _FAR:
             left = right = top = bottom = 0.0
-        return PdfLine(
+        family = families[0] if len(families) == 1 else max(families, key=families.count)
+        return PdfLine(  # a tie of families: the first sample's
             tidy(raw),
             round(size, 1),
-            bolds >= _MOSTLY * sampled,
-            italics >= _MOSTLY * sampled,
-            families[0] if sampled == 1 else max(families, key=families.count),  # a tie: the first
+            weights and bolds >= _MOSTLY * sampled,
+            weights and italics >= _MOSTLY * sampled,
+            family,
             left,
             right,
             top,
@@ -290,6 +300,15 @@ class _StyleReader:
             False,
             start,
         )
+
+    def font(self, index: int) -> tuple[str, bool, bool]:
+        """The family, weight (bold or not) and slant (italic or not) of character `index`."""
+        length = font_info(self.textpage, index, self.name, _NAME_LENGTH, self.flags_ref)
+        font = self.name.value if 0 < length <= _NAME_SIZE else b""
+        known = self.fonts.get(font) if font else None
+        if known is None:  # a font's weight is its own: read once
+            known = self.fonts[font] = _font(self.textpage, index, font)
+        return known[0], known[1], bool(self.flags.value & _ITALIC_FLAG)
 
 
 def _font(textpage: pdfium_c.FPDF_TEXTPAGE, index: int, font: bytes) -> tuple[str, bool]:
