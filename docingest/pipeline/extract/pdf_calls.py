@@ -26,6 +26,9 @@ def _unchecked(function: Any, restype: Any) -> Any:
 font_size = _unchecked(pdfium_c.FPDFText_GetFontSize, ctypes.c_double)
 """(textpage, index) → the character's font size."""
 
+unicode_of = _unchecked(pdfium_c.FPDFText_GetUnicode, ctypes.c_uint)
+"""(textpage, index) → the character's code (UTF-16: a surrogate half for each of a pair)."""
+
 loose_char_box = _unchecked(pdfium_c.FPDFText_GetLooseCharBox, ctypes.c_int)
 """(textpage, index, byref(FS_RECTF)) → whether the box was read."""
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from docingest.pipeline.extract.pdf_calls import font_info, font_size, loose_char_box
+from docingest.pipeline.extract.pdf_calls import font_info, font_size, loose_char_box, unicode_of
 from docingest.pipeline.extract.pdf_tables import PdfTable
 
 SAMPLES_PER_LINE = 3
@@ -96,20 +96,23 @@ def align_text(textpage: pdfium.PdfTextPage, text: str) -> str:
     count = pdfium_c.FPDFText_CountChars(textpage)
     if len(text) >= count:
         return text
-    get_unicode, raw = pdfium_c.FPDFText_GetUnicode, textpage.raw
-    pieces, position = [], 0
+    raw, length = textpage.raw, len(text)
+    pieces: list[str] = []
+    append, position = pieces.append, 0
     for index in range(count):
-        code = get_unicode(raw, index)
-        if position < len(text) and (
-            ord(text[position]) == code
-            or (code == 2 and text[position] == "\ufffe")
-            or (code >> 10 == 0x36 and _high_half(text[position]) == code)
-        ):
-            pieces.append(text[position])
-            position += 1
-        else:
-            pieces.append("\x00")
-    if position < len(text):  # not a matter of left-out glyphs: keep PDFium's text
+        code = unicode_of(raw, index)
+        if position < length:
+            char = text[position]
+            if (
+                ord(char) == code
+                or (code == 2 and char == "\ufffe")
+                or (code >> 10 == 0x36 and _high_half(char) == code)
+            ):
+                append(char)
+                position += 1
+                continue
+        append("\x00")
+    if position < length:  # not a matter of left-out glyphs: keep PDFium's text
         return text
     return "".join(pieces)
 
