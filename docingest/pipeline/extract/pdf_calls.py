@@ -43,3 +43,9 @@ object_type = _unchecked(pdfium_c.FPDFPageObj_GetType, ctypes.c_int)
 
 object_bounds = _unchecked(pdfium_c.FPDFPageObj_GetBounds, ctypes.c_int)
 """(object, byref(left), byref(bottom), byref(right), byref(top)) → whether it has bounds."""
+
+text_object = _unchecked(pdfium_c.FPDFText_GetTextObject, pdfium_c.FPDF_PAGEOBJECT)
+"""(textpage, index) → the text object the character belongs to (null for a generated one)."""
+
+marked_content_id = _unchecked(pdfium_c.FPDFPageObj_GetMarkedContentID, ctypes.c_int)
+"""(object) → its marked-content id, -1 when it has none."""
