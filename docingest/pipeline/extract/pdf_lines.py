@@ -208,6 +208,11 @@ def _columnar(
 
 def _table_of(raw: str, owners: list[int]) -> int:
     """The table most of the line's letters and digits belong to, -1 when none does."""
+    low, high = min(owners, default=-1), max(owners, default=-1)
+    if high < 0:
+        return -1  # the line is in no table (most lines: no count a character)
+    if low == high:
+        return high if any(char.isalnum() for char in raw) else -1
     counts: dict[int, int] = {}
     letters = 0
     for char, owner in zip(raw, owners, strict=False):
