@@ -30,9 +30,13 @@ _SHORT_LINE_RATIO = 0.75
 
 _LIGATURES = {code: unicodedata.normalize("NFKC", chr(code)) for code in range(0xFB00, 0xFB07)}
 _CONTROLS: dict[int, str | None] = dict.fromkeys([*range(0, 9), *range(11, 32), *range(127, 160)])
-_TRANSLATION = str.maketrans({**_CONTROLS, **_LIGATURES, 0x09: " ", 0x0D: "\n", 0xFFFD: None})
+_WIDE_SPACES: dict[int, str] = dict.fromkeys([0xA0, *range(0x2000, 0x200B), 0x3000], " ")
+_TRANSLATION = str.maketrans(
+    {**_CONTROLS, **_LIGATURES, **_WIDE_SPACES, 0x09: " ", 0x0D: "\n", 0xFFFD: None}
+)
 
 _SPACES = re.compile(r"[ \u00a0\u2000-\u200a\u3000]+")
+_SPACE_RUNS = re.compile(" {2,}")
 _BULLET = re.compile(r"^[•◦▪●○■□►➢\uf0a7\uf0b7]")
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _NUMBERING = re.compile(
@@ -50,7 +54,13 @@ MarkedHeadings = dict[int, tuple[str, int, int]]
 
 def clean(text: str) -> str:
     """Drop control characters, expand ligature characters and collapse spaces in a line."""
-    return _SPACES.sub(" ", text.translate(_TRANSLATION)).strip()
+    # Printable ASCII needs no translation, and most lines have no run of spaces: the two
+    # checks halve the cost of a PDF page's lines (BENCHMARKS.md, "PDF structure").
+    if not (text.isascii() and text.isprintable()):
+        text = text.translate(_TRANSLATION)  # wide spaces become " " here
+    if "  " in text:
+        text = _SPACE_RUNS.sub(" ", text)
+    return text.strip()
 
 
 def join_cell(parts: Iterable[str]) -> str:

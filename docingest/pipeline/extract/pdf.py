@@ -225,12 +225,13 @@ def _page_lines(
         textpage = page.get_textpage()
         text = _mend_lam_alef(textpage, align_text(textpage, textpage.get_text_range()))
         tables = page_tables(page, textpage, text) if tagged else ([], [])
-        styled = read_lines(textpage, text, tables, tidy=_tidy, headings=headings)
+        tidy = _tidy if "\ufffe" in text or text.count("\n") != text.count("\r\n") else clean
+        styled = read_lines(textpage, text, tables, tidy=tidy, headings=headings)
         if styled is not None and not tables[0]:  # untagged: from rules, aligned columns
-            styled = ruled_tables(page, textpage, text, styled, tidy=_tidy)
-            styled = aligned_tables(textpage, text, styled, page.get_height(), tidy=_tidy)
+            styled = ruled_tables(page, textpage, text, styled, tidy=tidy)
+            styled = aligned_tables(textpage, text, styled, page.get_height(), tidy=tidy)
         if styled is not None:  # after the tables: they travel as whole lines
-            styled = in_reading_order(textpage, text, styled, page.get_width(), _tidy)
+            styled = in_reading_order(textpage, text, styled, page.get_width(), tidy)
         textpage.close()
         mode = recogniser.options.mode
         needs_ocr = mode is OcrMode.FORCE or (
@@ -255,6 +256,8 @@ def _page_lines(
 
 
 def _tidy(line: str) -> str:
+    """A line cleaned, its PDFium hyphens resolved and a bare line feed a space; a page with
+    neither (most) uses `clean` alone: two calls less a line (CPU, BENCHMARKS.md)."""
     return clean(_mend_hyphens(line).replace("\n", " "))
 
 

@@ -18,12 +18,14 @@ reads only the characters next to the spaces of the sparse lines.
 
 from __future__ import annotations
 
+import ctypes
 import re
 from collections.abc import Callable
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.pdf_calls import loose_char_box
 from docingest.pipeline.extract.pdf_layout import BAND
 from docingest.pipeline.extract.pdf_lines import PdfLine
 
@@ -140,6 +142,7 @@ class _GapReader:
         self.textpage = textpage.raw  # the handle itself: no conversion per call
         self.text = text
         self.box = pdfium_c.FS_RECTF()
+        self.box_ref = ctypes.byref(self.box)
 
     def row(self, line: PdfLine) -> _Row:
         """The line's wide gaps (x intervals) and its cells (character ranges)."""
@@ -149,12 +152,7 @@ class _GapReader:
         gaps: list[tuple[float, float]] = []
         cells: list[tuple[int, int]] = []
         cell_start = start
-        raw, box, char_box, wide = (
-            self.textpage,
-            self.box,
-            pdfium_c.FPDFText_GetLooseCharBox,
-            GAP * line.size,
-        )
+        raw, box, box_ref, wide = self.textpage, self.box, self.box_ref, GAP * line.size
         index = text.find(" ", start, end)  # from space to space: most characters are not
         while index >= 0:
             after = index + 1
@@ -162,9 +160,9 @@ class _GapReader:
                 after += 1
             # A run of spaces is a monospaced layout (code), not a cell gap.
             if after == index + 1 and index > start and after < end:
-                char_box(raw, index - 1, box)
+                loose_char_box(raw, index - 1, box_ref)
                 right = box.right
-                char_box(raw, after, box)
+                loose_char_box(raw, after, box_ref)
                 if box.left - right > wide:
                     gaps.append((right, box.left))
                     cells.append((cell_start, index))

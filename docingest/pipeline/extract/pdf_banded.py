@@ -17,6 +17,8 @@ Written here for the reason `pdf_aligned` gives.
 
 from __future__ import annotations
 
+import ctypes
+import re
 from bisect import bisect_right
 from collections.abc import Iterator
 from statistics import median
@@ -24,6 +26,7 @@ from statistics import median
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.pdf_calls import loose_char_box
 from docingest.pipeline.extract.pdf_lines import PdfLine
 
 GAP = 0.8
@@ -43,6 +46,8 @@ _Rule = tuple[float, float, float]
 
 _Span = tuple[float, float]
 
+_WORD = re.compile(r"\S+")
+
 _Band = tuple[float, float, list[_Span], float]
 """Between two rules: top, bottom, its words' x-extents, its largest type size."""
 
@@ -52,6 +57,7 @@ class _Words:
 
     def __init__(self, textpage: pdfium.PdfTextPage, text: str) -> None:
         self.raw, self.text, self.box = textpage.raw, text, pdfium_c.FS_RECTF()
+        self.box_ref = ctypes.byref(self.box)
         self.left = MAX_WORDS
 
     def of(self, line: PdfLine) -> list[_Span] | None:
@@ -59,21 +65,15 @@ class _Words:
         end = text.find("\r\n", start)
         end = len(text) if end < 0 else end
         spans: list[_Span] = []
-        index = start
-        while index < end:
-            if text[index].isspace():
-                index += 1
-                continue
-            first = index
-            while index < end and not text[index].isspace():
-                index += 1
+        raw, box, box_ref = self.raw, self.box, self.box_ref
+        for word in _WORD.finditer(text, start, end):  # not a step a character (CPU)
             self.left -= 1
             if self.left < 0:
                 return None
-            pdfium_c.FPDFText_GetLooseCharBox(self.raw, first, self.box)
-            left = self.box.left
-            pdfium_c.FPDFText_GetLooseCharBox(self.raw, index - 1, self.box)
-            spans.append((left, self.box.right))
+            loose_char_box(raw, word.start(), box_ref)
+            left = box.left
+            loose_char_box(raw, word.end() - 1, box_ref)
+            spans.append((left, box.right))
         return spans
 
 

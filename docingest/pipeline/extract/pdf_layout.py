@@ -46,7 +46,7 @@ class PdfPage:
     index: int
     lines: list[PdfLine]
     height: float
-    furniture: set[str] = field(default_factory=set)  # band keys of this page
+    bands: list[tuple[int, str]] = field(default_factory=list)  # (position, band key)
     body_size: float = 0.0
 
 
@@ -69,11 +69,12 @@ class FurnitureFilter:
 
     def add(self, page: PdfPage) -> Iterator[LaidOutPage]:
         """Take the next page; yield the pages now far enough back to lay out."""
-        page.furniture = {key for _, key in _band_keys(page)}
-        self._keys.append(page.furniture)
+        page.bands = list(_band_keys(page))
+        self._keys.append({key for _, key in page.bands})
+        sizes = self._sizes
         for line in page.lines:
-            if line.styled:
-                self._sizes[line.size] += len(line.text)
+            if line.size > 0:  # `styled`, without a property call a line
+                sizes[line.size] += len(line.text)
         self._held.append(page)
         while self._held and self._held[0].index + WINDOW < page.index + 1:
             yield self._lay_out(self._held.popleft())
@@ -96,10 +97,12 @@ class FurnitureFilter:
                 seen.update(self._keys[other])
         drop = {
             position
-            for position, key in _band_keys(page)
+            for position, key in page.bands
             if seen[key] >= REPEATS or _PAGE_NUMBER.match(page.lines[position].text)
         }
-        lines = [line for position, line in enumerate(page.lines) if position not in drop]
+        lines = page.lines
+        if drop:
+            lines = [line for position, line in enumerate(lines) if position not in drop]
         lines, footnotes = _take_footnotes(lines, self.body_size, page.height)
         return LaidOutPage(page.index, _trim_blank(lines), footnotes)
 
@@ -110,7 +113,7 @@ def _band_keys(page: PdfPage) -> Iterator[tuple[int, str]]:
         return
     top_edge, bottom_edge = page.height * (1 - BAND), page.height * BAND
     for position, line in enumerate(page.lines):
-        if not line.styled or not line.text:
+        if line.size <= 0 or not line.text:  # not `styled`: a property call a line (CPU)
             continue
         if line.bottom >= top_edge:
             band = "top"

@@ -5,10 +5,14 @@ generated "\\r\\n", so a line's characters are a range of indices. Each line is 
 few of its letters and digits (not every character: a page of a LaTeX paper has ~5,000 and a
 line's type rarely changes mid-line; a bold word inside a line shows as a mixed sample): font
 size, weight, italic flag and family, and the boxes give the line's extent on the page. A font
-that carries no size (PDFium says 0 or 1) is measured by its glyphs' box height instead.
+that carries no size (PDFium says 0 or 1) is measured by its glyphs' box height instead. When
+the outline gives the headings, weight and slant are not read (only heading finding needs
+them). Reading the type once per text object was weighed and not built: a line's first and
+last letters share an object in 23-86% of the corpus's lines, and finding a character's
+object costs a call as reading its font does (BENCHMARKS.md, "PDF structure").
 
 pypdfium2 has no per-line API; pdfplumber gives per-character dicts but costs ~35× the CPU
-per page (BENCHMARKS.md, "PDF structure"), hence these direct PDFium calls.
+per page (BENCHMARKS.md, "PDF structure"), hence these direct PDFium calls (`pdf_calls`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.pdf_calls import font_info, font_size, loose_char_box, unicode_of
 from docingest.pipeline.extract.pdf_tables import PdfTable
 
 SAMPLES_PER_LINE = 3
@@ -47,10 +52,14 @@ _LEADING_NUMBER = re.compile(r"\s*(?:\d{1,3}(?:\.\d{1,3})*|[A-Z]|[IVX]{1,6})[.)]
 parts no cells."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PdfLine:
     """One printed line: text, style (`size` in points, 0 when unknown), and place in PDF
-    user space (origin bottom left: `top` > `bottom`)."""
+    user space (origin bottom left: `top` > `bottom`).
+
+    Not frozen, but treated as if it were: a stage that changes a line makes a copy
+    (`dataclasses.replace`). A frozen dataclass sets each of its 13 fields through
+    `object.__setattr__`, 1.8 µs a line, a tenth of the R manual's reading of lines."""
 
     text: str
     size: float = 0.0
@@ -91,20 +100,23 @@ def align_text(textpage: pdfium.PdfTextPage, text: str) -> str:
     count = pdfium_c.FPDFText_CountChars(textpage)
     if len(text) >= count:
         return text
-    get_unicode, raw = pdfium_c.FPDFText_GetUnicode, textpage.raw
-    pieces, position = [], 0
+    raw, length = textpage.raw, len(text)
+    pieces: list[str] = []
+    append, position = pieces.append, 0
     for index in range(count):
-        code = get_unicode(raw, index)
-        if position < len(text) and (
-            ord(text[position]) == code
-            or (code == 2 and text[position] == "\ufffe")
-            or (code >> 10 == 0x36 and _high_half(text[position]) == code)
-        ):
-            pieces.append(text[position])
-            position += 1
-        else:
-            pieces.append("\x00")
-    if position < len(text):  # not a matter of left-out glyphs: keep PDFium's text
+        code = unicode_of(raw, index)
+        if position < length:
+            char = text[position]
+            if (
+                ord(char) == code
+                or (code == 2 and char == "\ufffe")
+                or (code >> 10 == 0x36 and _high_half(char) == code)
+            ):
+                append(char)
+                position += 1
+                continue
+        append("\x00")
+    if position < length:  # not a matter of left-out glyphs: keep PDFium's text
         return text
     return "".join(pieces)
 
@@ -127,7 +139,8 @@ def read_lines(
     text passed through `tidy`; the lines mostly made of a table's characters (`tables`: the
     tables and each character's table, from `pdf_tables.page_tables`) give way to the
     table, at its first line. Without `headings` (the outline gives them) no line is
-    looked at for `columnar`, which only heading finding reads.
+    looked at for `columnar`, nor read for weight and slant (`bold` and `italic` stay False),
+    which only heading finding reads; the family still is (`pdf_aligned` reads it).
 
     Returns None when the text does not line up with the character indices (then only the
     plain text is used). Blank lines are kept as empty `PdfLine`s (paragraph breaks).
@@ -136,63 +149,74 @@ def read_lines(
         return None
     found, owners = tables
     placed: set[int] = set()
-    read: list[tuple[str, int, _Style | None] | PdfLine] = []
+    lines: list[PdfLine] = []
+    candidates: list[tuple[int, str]] = []  # (position in `lines`, raw text) of styled lines
+    sizes: dict[float, int] = {}
     position = 0
-    reader = _StyleReader(textpage)
+    style = _StyleReader(textpage, weights=headings).style
     for raw in text.split("\r\n"):
         table = _table_of(raw, owners[position : position + len(raw)]) if owners else -1
         if table >= 0:
             if table not in placed:
                 placed.add(table)
                 if found[table].caption:  # a paragraph of its own, just before its table
-                    read += [PdfLine(""), PdfLine(found[table].caption), PdfLine("")]
+                    lines += [PdfLine(""), PdfLine(found[table].caption), PdfLine("")]
                 rows = map(tidy, found[table].text().split("\n"))  # PDFium's hyphens
-                read.append(PdfLine("\n".join(rows), table=True))
-        elif len(read) < MAX_STYLED_LINES and raw.strip():
-            read.append((raw, position, reader.style(raw, position)))
+                lines.append(PdfLine("\n".join(rows), table=True))
+        elif len(lines) < MAX_STYLED_LINES and raw.strip() and (line := style(raw, position, tidy)):
+            if headings:
+                sizes[line.size] = sizes.get(line.size, 0) + len(raw)
+                candidates.append((len(lines), raw))
+            lines.append(line)
         else:
-            read.append((raw, position, None))
+            lines.append(PdfLine(tidy(raw), start=position))
         position += len(raw) + 2
-    sizes: dict[float, int] = {}
-    for item in read:
-        if isinstance(item, tuple) and item[2] is not None:
-            sizes[item[2].size] = sizes.get(item[2].size, 0) + len(item[0])
-    usual = max(sizes, key=sizes.__getitem__) if sizes else 0.0
-    lines = []
-    for item in read:
-        if isinstance(item, PdfLine):
-            lines.append(item)
-            continue
-        raw, start, style = item
-        if style is None:
-            lines.append(PdfLine(tidy(raw), start=start))
-            continue
-        columnar = (
-            headings
-            and (style.bold or style.size > usual * 1.05)
-            and not raw.rstrip().endswith(_CLAUSE_ENDS)  # only heading candidates
-            and reader.columnar(raw, start, style)
-        )
-        lines.append(
-            PdfLine(
-                tidy(raw),
-                size=style.size,
-                bold=style.bold,
-                italic=style.italic,
-                family=style.family,
-                left=style.left,
-                right=style.right,
-                top=style.top,
-                bottom=style.bottom,
-                columnar=columnar,
-                start=start,
-            )
-        )
+    if headings and candidates:
+        _mark_columnar(textpage, lines, candidates, max(sizes, key=sizes.__getitem__))
     return lines
+
+
+def _mark_columnar(
+    textpage: pdfium.PdfTextPage,
+    lines: list[PdfLine],
+    candidates: list[tuple[int, str]],
+    usual: float,
+) -> None:
+    """Set `columnar` on the heading candidates among the styled `lines` (bold or larger than
+    the page's `usual` size, no clause end) whose words stand far apart."""
+    box = pdfium_c.FS_RECTF()
+    for number, raw in candidates:
+        line = lines[number]
+        if (line.bold or line.size > usual * 1.05) and not raw.rstrip().endswith(_CLAUSE_ENDS):
+            line.columnar = _columnar(textpage.raw, box, raw, line)
+
+
+def _columnar(
+    textpage: pdfium_c.FPDF_TEXTPAGE, box: pdfium_c.FS_RECTF, raw: str, line: PdfLine
+) -> bool:
+    """Whether two words of the line stand far apart (see `PdfLine.columnar`)."""
+    if len(raw) > _COLUMNAR_CHARS:
+        return False
+    previous_right = None
+    number = _LEADING_NUMBER.match(raw)
+    skip = number.end() if number else 0
+    for offset, char in enumerate(raw):
+        if char.isspace():
+            continue
+        pdfium_c.FPDFText_GetLooseCharBox(textpage, line.start + offset, box)
+        if previous_right is not None and box.left - previous_right > _COLUMN_GAP * line.size:
+            return True
+        previous_right = box.right if offset >= skip else None
+    return False
 
 
 def _table_of(raw: str, owners: list[int]) -> int:
     """The table most of the line's letters and digits belong to, -1 when none does."""
+    low, high = min(owners, default=-1), max(owners, default=-1)
+    if high < 0:
+        return -1  # the line is in no table (most lines: no count a character)
+    if low == high:
+        return high if any(char.isalnum() for char in raw) else -1
     counts: dict[int, int] = {}
     letters = 0
     for char, owner in zip(raw, owners, strict=False):
@@ -203,43 +227,44 @@ def _table_of(raw: str, owners: list[int]) -> int:
     return best if best >= 0 and 2 * counts[best] >= letters else -1
 
 
-@dataclass(frozen=True, slots=True)
-class _Style:
-    size: float
-    bold: bool
-    italic: bool
-    family: str
-    left: float
-    right: float
-    top: float
-    bottom: float
+_NAME_LENGTH = ctypes.c_ulong(_NAME_SIZE)
+_FAR = float("inf")
 
 
 class _StyleReader:
     """Samples lines of one text page; font names are parsed once per name."""
 
-    def __init__(self, textpage: pdfium.PdfTextPage) -> None:
+    def __init__(self, textpage: pdfium.PdfTextPage, *, weights: bool = True) -> None:
         self.textpage = textpage.raw  # the handle itself: no conversion per call
+        self.weights = weights
         self.name = ctypes.create_string_buffer(_NAME_SIZE)
         self.flags = ctypes.c_int()
+        self.flags_ref = ctypes.byref(self.flags)
         self.box = pdfium_c.FS_RECTF()
+        self.box_ref = ctypes.byref(self.box)
         self.fonts: dict[bytes, tuple[str, bool]] = {}  # family, bold (by name or weight)
 
-    def style(self, raw: str, start: int) -> _Style | None:
+    def style(self, raw: str, start: int, tidy: Callable[[str], str]) -> PdfLine | None:
+        """The line `raw` at character `start`, its text passed through `tidy`, with its
+        typography and place; None when it has no size."""
         picks = _picks(raw)
         if not picks:
             return None
-        textpage, box, name, flags = self.textpage, self.box, self.name, self.flags
+        textpage, box, box_ref, weights = self.textpage, self.box, self.box_ref, self.weights
+        name, flags, flags_ref, fonts = self.name, self.flags, self.flags_ref, self.fonts
         sizes: list[float] = []
         families: list[str] = []
         bolds = italics = 0
-        left, right, top, bottom = float("inf"), float("-inf"), float("-inf"), float("inf")
+        left, right, top, bottom = _FAR, -_FAR, -_FAR, _FAR
         for number, offset in enumerate(picks):
-            if number == 2 and abs(sizes[0] - sizes[1]) < 1:
-                break  # the ends agree on the size: the middle adds nothing worth its cost
+            if number == 2:
+                if abs(sizes[0] - sizes[1]) < 1:
+                    break  # the ends agree on the size: the middle adds nothing worth its cost
+                if not weights:  # three samples: the family is the majority's, the last counts
+                    families.append(self.font(start + picks[1])[0])
             index = start + offset
-            size = pdfium_c.FPDFText_GetFontSize(textpage, index)
-            pdfium_c.FPDFText_GetLooseCharBox(textpage, index, box)
+            size = font_size(textpage, index)
+            loose_char_box(textpage, index, box_ref)
             # comparisons, not min()/max(): this runs for every sample of every line
             box_left, box_right, box_top, box_bottom = box.left, box.right, box.top, box.bottom
             if box_right > box_left or box_top > box_bottom:
@@ -254,52 +279,58 @@ class _StyleReader:
             if size <= 1.5:  # no size information: the glyph box's height, to a point
                 size = float(round(box_top - box_bottom)) if box_top > box_bottom else 0.0
             sizes.append(size)
-            length = pdfium_c.FPDFText_GetFontInfo(textpage, index, name, _NAME_SIZE, flags)
+            if not weights and number == 1:
+                continue  # of two samples the first gives the family; no weight is read
+            # `font`, written out: a call a sample costs 7% of the reading (BENCHMARKS.md)
+            length = font_info(textpage, index, name, _NAME_LENGTH, flags_ref)
             font = name.value if 0 < length <= _NAME_SIZE else b""
-            if font not in self.fonts or not font:  # a font's weight is its own: read once
-                text = _SUBSET_TAG.sub("", font.decode("latin-1"))
-                family = text.split("-")[0].split(",")[0]
-                bold = bool(_BOLD_NAME.search(text)) or (
-                    pdfium_c.FPDFText_GetFontWeight(textpage, index) >= _BOLD_WEIGHT
-                )
-                self.fonts[font] = (family, bold)
-            family, bold = self.fonts[font]
-            families.append(family)
-            bolds += bold
-            italics += bool(flags.value & _ITALIC_FLAG)
+            known = fonts.get(font) if font else None
+            if known is None:  # a font's weight is its own: read once
+                known = fonts[font] = _font(textpage, index, font)
+            families.append(known[0])
+            bolds += known[1]
+            italics += flags.value & _ITALIC_FLAG > 0
         sampled = len(sizes)
         sizes.sort()
         size = sizes[sampled // 2]
         if size < 0.5:
             return None
-        if left == float("inf"):
+        if left == _FAR:
             left = right = top = bottom = 0.0
-        return _Style(
+        family = families[0] if len(families) == 1 else max(families, key=families.count)
+        return PdfLine(  # a tie of families: the first sample's
+            tidy(raw),
             round(size, 1),
-            bolds >= _MOSTLY * sampled,
-            italics >= _MOSTLY * sampled,
-            max(families, key=families.count),  # a tie: the first sample's (no set order)
+            weights and bolds >= _MOSTLY * sampled,
+            weights and italics >= _MOSTLY * sampled,
+            family,
             left,
             right,
             top,
             bottom,
+            False,
+            False,
+            start,
         )
 
-    def columnar(self, raw: str, start: int, style: _Style) -> bool:
-        """Whether two words of the line stand far apart (see `PdfLine.columnar`)."""
-        if len(raw) > _COLUMNAR_CHARS:
-            return False
-        box, previous_right = self.box, None
-        number = _LEADING_NUMBER.match(raw)
-        skip = number.end() if number else 0
-        for offset, char in enumerate(raw):
-            if char.isspace():
-                continue
-            pdfium_c.FPDFText_GetLooseCharBox(self.textpage, start + offset, box)
-            if previous_right is not None and box.left - previous_right > _COLUMN_GAP * style.size:
-                return True
-            previous_right = box.right if offset >= skip else None
-        return False
+    def font(self, index: int) -> tuple[str, bool, bool]:
+        """The family, weight (bold or not) and slant (italic or not) of character `index`."""
+        length = font_info(self.textpage, index, self.name, _NAME_LENGTH, self.flags_ref)
+        font = self.name.value if 0 < length <= _NAME_SIZE else b""
+        known = self.fonts.get(font) if font else None
+        if known is None:  # a font's weight is its own: read once
+            known = self.fonts[font] = _font(self.textpage, index, font)
+        return known[0], known[1], bool(self.flags.value & _ITALIC_FLAG)
+
+
+def _font(textpage: pdfium_c.FPDF_TEXTPAGE, index: int, font: bytes) -> tuple[str, bool]:
+    """The family and weight (bold by name or by weight) of the font named `font`."""
+    text = _SUBSET_TAG.sub("", font.decode("latin-1"))
+    family = text.split("-")[0].split(",")[0]
+    bold = bool(_BOLD_NAME.search(text)) or (
+        pdfium_c.FPDFText_GetFontWeight(textpage, index) >= _BOLD_WEIGHT
+    )
+    return family, bold
 
 
 def _picks(raw: str) -> list[int]:

@@ -14,6 +14,8 @@ import ctypes
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from docingest.pipeline.extract.pdf_calls import object_bounds, object_type, page_object
+
 MAX_OBJECTS = 20_000
 """Page objects looked at per page at most."""
 
@@ -34,17 +36,14 @@ def path_bounds(page: pdfium.PdfPage, count: int | None = None) -> list[Bounds]:
     count = object_count(page) if count is None else count
     if count > MAX_OBJECTS:
         return []
-    get, kind, bounds = (
-        pdfium_c.FPDFPage_GetObject,
-        pdfium_c.FPDFPageObj_GetType,
-        pdfium_c.FPDFPageObj_GetBounds,
-    )
+    path = pdfium_c.FPDF_PAGEOBJ_PATH
     left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    edges = [ctypes.byref(edge) for edge in (left, bottom, right, top)]
     found = []
     for index in range(count):
-        obj = get(raw, index)
-        if kind(obj) != pdfium_c.FPDF_PAGEOBJ_PATH:
+        obj = page_object(raw, index)
+        if object_type(obj) != path:
             continue
-        if bounds(obj, left, bottom, right, top):
+        if object_bounds(obj, *edges):
             found.append((left.value, bottom.value, right.value, top.value))
     return found

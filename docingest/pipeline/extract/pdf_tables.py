@@ -26,6 +26,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from docingest.pipeline.extract.page_lines import clean, join_cell
+from docingest.pipeline.extract.pdf_calls import marked_content_id, text_object
 
 MAX_ELEMENTS = 20_000
 """Structure elements visited per page at most."""
@@ -209,11 +210,9 @@ def _mcids(element: pdfium_c.FPDF_STRUCTELEMENT, budget: _Budget) -> set[int]:
 
 def _char_mcids(textpage: pdfium.PdfTextPage, count: int) -> list[int]:
     """The marked-content id of each character's text object (-1: none, or generated)."""
-    get_object = pdfium_c.FPDFText_GetTextObject
-    get_mcid = pdfium_c.FPDFPageObj_GetMarkedContentID
     raw = textpage.raw  # the handle itself: no conversion per call
     mcids = []
     for index in range(count):
-        obj = get_object(raw, index)
-        mcids.append(get_mcid(obj) if obj else -1)
+        obj = text_object(raw, index)
+        mcids.append(marked_content_id(obj) if obj else -1)
     return mcids
