@@ -53,8 +53,9 @@ _PROSE_WORDS = 5
 """Words from which a cell may be a line of prose: rows with two such cells in a third of
 the run are columns of text that PDFium read across (the IRS instructions), not a table."""
 
-_LEADER = re.compile(r"^[.·…\s]*$")
-"""A cell of leader dots (a table of contents' "Title . . . . 23") is left out."""
+_LEADER = re.compile(r"^\s*(?:(?:…|[.·]\s*[.·…])[.·…\s]*)?$")
+"""A cell of leader dots (a table of contents' "Title . . . . 23") is left out; a lone "."
+is a value (SAS prints a missing one so: `2.0000 | . | . | 2 | 44`)."""
 
 _MONOSPACED = re.compile(r"mono|courier|typewriter|cmtt|sftt|lmtt|inconsolata|consol", re.I)
 """Code set in a fixed-width font keeps its own alignment (`x <- 1   # comment`)."""
