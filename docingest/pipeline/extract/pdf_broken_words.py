@@ -4,9 +4,9 @@ A word wider than its cell is broken where it no longer fits (LibreOffice with f
 than the document's: `Wilcoxo` over `n`, `0.000` over `0`, `Numb` over `er`), and the
 cell's lines would be joined with a space. Values set one per line (the Irish tax cases'
 `120,000` over `32,000`, a `w:br` each) must keep theirs. The text cannot tell them apart;
-where the lines stand can: a word broken by width is alone on its line, starts at the left
-of its cell or of its continuation, and reaches so near the cell's right edge that the
-continuation's first character would not have fitted after it. Values set apart by a
+where the lines stand can: a word broken by width is alone on its line (its continuation
+too), starts at the left of its cell or of its continuation, and reaches so near the cell's
+right edge that the continuation's first character would not have fitted after it. Values set apart by a
 break sit where the cell's alignment puts them, with room to spare (BENCHMARKS.md, "Broken
 words, single dots and fonts"). Flush right, every value reaches the right edge: there the
 word must also start at the cell's left edge, where that is known. In a column exactly as
@@ -40,14 +40,15 @@ def runs_on(
     left: float | None = None,
 ) -> bool:
     """Whether the cell line `line` is a word broken by width that `following` goes on:
-    one word, a continuation starting in lower case or a digit, and the continuation's
+    one word each (a word wrapped after a short one fits as tightly: "(documentation" over
+    "in html"), a continuation starting in lower case or a digit, and the continuation's
     first character would have passed `right` (the cell's right edge: a rule, or where the
     next cell's text starts, less a margin). Lines set flush right (each reaches the right
     edge, as values do) must also start at `left`, the cell's left edge (a rule, or where
     the text before it ends), where it is known."""
     start, end = _trimmed(text, line)
     after, stop = _trimmed(text, following)
-    if end <= start or stop <= after or any(ch.isspace() for ch in text[start:end]):
+    if end <= start or stop <= after or _spaced(text, start, end) or _spaced(text, after, stop):
         return False
     head = text[after]
     if not (head.islower() or head.isdigit()):
@@ -63,6 +64,10 @@ def runs_on(
     if abs(last - next_last) < _SNAP and next_left - first > _SNAP:  # flush right
         return left is not None and first - left <= 2 * PAD
     return first <= next_left + _SNAP  # from the cell's left, as its continuation
+
+
+def _spaced(text: str, start: int, end: int) -> bool:
+    return any(ch.isspace() for ch in text[start:end])
 
 
 def _trimmed(text: str, span: Span) -> Span:
