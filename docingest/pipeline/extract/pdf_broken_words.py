@@ -5,13 +5,13 @@ than the document's: `Wilcoxo` over `n`, `0.000` over `0`, `Numb` over `er`), an
 cell's lines would be joined with a space. Values set one per line (the Irish tax cases'
 `120,000` over `32,000`, a `w:br` each) must keep theirs. The text cannot tell them apart;
 where the lines stand can: a word broken by width is alone on its line (its continuation
-too), starts at the left of its cell or of its continuation, and reaches so near the cell's
-right edge that the continuation's first character would not have fitted after it. Values set apart by a
-break sit where the cell's alignment puts them, with room to spare (BENCHMARKS.md, "Broken
-words, single dots and fonts"). Flush right, every value reaches the right edge: there the
-word must also start at the cell's left edge, where that is known. In a column exactly as
-wide as its widest value (fitted to it), a value set one per line looks like a broken word
-and is glued: the rule's cost.
+too), starts at the left of its cell or of its continuation, and reaches so near the
+cell's right edge that the continuation's first character would not have fitted after it.
+Values set apart by a break sit where the cell's alignment puts them, with room to spare
+(BENCHMARKS.md, "Broken words, single dots and fonts"). Flush right, every value reaches
+the right edge: there the word must also start at the cell's left edge, where that is
+known. In a column exactly as wide as its widest value (fitted to it), a value set one per
+line looks like a broken word and is glued: the rule's cost.
 """
 
 from __future__ import annotations

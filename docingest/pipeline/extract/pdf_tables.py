@@ -112,7 +112,7 @@ def page_tables(
                 row = tuple(
                     _cell_text(
                         textpage, text, runs.get((t, r, c), []), right=edge,
-                        left=_right_of(textpage, runs.get((t, r, order[k - 1]))) if k else None,
+                        before=runs.get((t, r, order[k - 1])) if k else None,
                     )
                     for k, (c, edge) in enumerate(zip(order, edges, strict=True))
                 )  # fmt: skip
@@ -133,7 +133,7 @@ def _cell_text(
     spans: list[Span],
     *,
     right: float | None = None,
-    left: float | None = None,
+    before: list[Span] | None = None,
 ) -> str:
     """A cell's runs of characters as one line: runs on one line joined by a space, its
     printed lines by `join_cell` (which knows where a wrapped line needs none); a word broken
@@ -153,12 +153,13 @@ def _cell_text(
     parts = [" ".join(text[a:b] for a, b in line) for line in lines]
     kept = [n for n, part in enumerate(parts) if part.strip()]
     run_on = set()
-    if right is not None:
-        for before, after in zip(kept, kept[1:], strict=False):
-            if len(lines[before]) == 1 and runs_on(
-                textpage, text, lines[before][0], lines[after][0], right=right - PAD, left=left
+    if right is not None and len(kept) > 1:
+        left = _right_of(textpage, before)  # where the text before the cell ends
+        for above, below in zip(kept, kept[1:], strict=False):
+            if len(lines[above]) == 1 and runs_on(
+                textpage, text, lines[above][0], lines[below][0], right=right - PAD, left=left
             ):
-                run_on.add(after)
+                run_on.add(below)
     return join_cell(parts, run_on=run_on)
 
 

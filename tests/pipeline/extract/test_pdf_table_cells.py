@@ -1,6 +1,7 @@
 """Table cells of PDFs made at test time: words a narrow cell broke by its width come out
-whole, values set one per line stay apart, a lone "." is a cell (LibreOffice prints the DOCX
-written here; BENCHMARKS.md, "Broken words, single dots and fonts")."""
+whole, values set one per line stay apart, a lone "." is a cell, a row whose linked cell
+wraps is one row without tags (LibreOffice prints the DOCX, Chromium the HTML written here;
+BENCHMARKS.md, "Broken words, single dots and fonts")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from docingest.pipeline.document import BlockKind
 from docingest.pipeline.extract.pdf import extract_pdf
 from tests.support.docx_files import build_docx, fixed_table_xml
 from tests.support.legacy_files import convert
-from tests.support.printed_pdfs import without_tags
+from tests.support.printed_pdfs import print_html, without_tags
 from tests.support.structured_pdfs import aligned_table_pdf
 
 PROSE = ["Some prose before the table, set in the usual way of a paragraph of text.",
@@ -43,4 +44,44 @@ def test_lone_dot_is_a_cell_not_a_leader() -> None:
     assert tables == [
         "Time | Survival | Failed | Left\n0.0000 | 1.0000 | 0 | 48\n1.0000 | . | 1 | 45\n"
         "2.0000 | . | 2 | 44\nContents | 3 | 12"
+    ]
+
+
+EXHIBITS = [("Number", "Description", "Form", "Filing Date"),
+            ("3.1", "Articles of Incorporation", "8-K", "February 13, 2009"),
+            ("3.2", "Amended and Restated Bylaws", "8-K", "February 13, 2009"),
+            ("10.1", "Lease agreement with Abyss Group, LLC for 6980 O'Bannon Drive (related "
+                     "party)", "10-K", "April 1, 2013"),
+            ("10.2", "Prime Table Games Promissory Note and Security Agreement", "8-K",
+                     "October 11, 2011"),
+            ("10.3", "Board of Directors Service Agreement", "8-K",
+                     "February 3, 2014")]  # fmt: skip
+
+
+def test_untagged_row_whose_linked_cell_wraps_is_one_row(tmp_path: Path) -> None:
+    # An exhibit index printed by Chromium, no rules: a linked description that wraps comes
+    # as the row's first cells, the wrapped line, then the rest of the row on the first
+    # line's baseline (the SEC filing's). Chromium's 10-point type reads 13.33 in PDFium
+    # (the page's 0.75 scale left out): the rows' gaps looked too narrow to part cells.
+    def cell(column: int, text: str) -> str:
+        if column == 1:
+            text = f"<a href='https://example.com/{len(text)}'><u>{text}</u></a>"
+        align = "left" if column < 2 else "center"
+        return f"<td valign=top><p style='margin:0;text-align:{align}'>{text}</p></td>"
+
+    body = "".join(
+        "<tr>" + "".join(cell(n, text) for n, text in enumerate(row)) + "</tr>"
+        for row in EXHIBITS[1:]
+    )
+    head = "".join(f"<th>{text}</th>" for text in EXHIBITS[0])
+    html = (
+        f"<p>{PROSE[0]}</p><table style='width:80%;font:13px serif'>"
+        "<colgroup><col style='width:8%'><col style='width:55%'></colgroup>"
+        f"<tr>{head}</tr>{body}</table><p>{PROSE[1]}</p>"
+    )
+    document = extract_pdf(without_tags(print_html(html, tmp_path)), max_pages=3)
+    assert [(block.kind, block.text) for block in document.blocks] == [
+        (BlockKind.PARAGRAPH, PROSE[0]),
+        (BlockKind.TABLE, "\n".join(" | ".join(row) for row in EXHIBITS)),
+        (BlockKind.PARAGRAPH, PROSE[1]),
     ]
