@@ -175,11 +175,12 @@ def split_rows(lines: list[PdfLine], candidates: list[bool], split: Split) -> li
             continue
         for k in range(n + 2, min(n + 2 + _SPLIT_LOOKAHEAD, len(lines))):
             rest = lines[k]
-            if not candidates[k] or abs(rest.top - line.top) > 0.2 * line.size:
+            # the rest may be one word (an `X` in the last column): a candidate but for that
+            if not _part(rest) or abs(rest.top - line.top) > 0.2 * line.size:
                 continue
             between = lines[n + 1 : k]
             if rest.left - line.right > GAP * line.size and all(
-                below.styled and not below.table and below.start >= 0
+                _part(below)
                 and line.left - 1 <= below.left and below.right < rest.left
                 and 0 < line.bottom - below.bottom < 1.6 * line.size * len(between)
                 for below in between
@@ -188,6 +189,11 @@ def split_rows(lines: list[PdfLine], candidates: list[bool], split: Split) -> li
                 taken.update(range(n + 1, k + 1))
             break
     return heads
+
+
+def _part(line: PdfLine) -> bool:
+    """Whether the line may be part of a row split in several lines (`split_rows`)."""
+    return line.styled and not line.table and line.start >= 0
 
 
 def _candidate(lines: list[PdfLine], number: int, low: float, high: float) -> bool:
