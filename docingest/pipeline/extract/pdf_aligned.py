@@ -123,16 +123,20 @@ def aligned_tables(
 
 
 def _true_sizes(textpage: pdfium.PdfTextPage, lines: list[PdfLine]) -> list[PdfLine]:
-    """`lines` with their type sizes as printed: PDFium's size leaves out the page's scale
-    (Chromium sets 13.33 under a 0.75 matrix: 10 points), which would make a row's gaps
-    look narrower than a cell gap. The scale of three lines' first characters, the middle
-    one's, is the page's."""
+    """`lines` with their type sizes as printed: PDFium's size is the font's set size, which
+    leaves out the matrices (Chromium sets 13.33 under a 0.75 matrix: 10 points), and would
+    make a row's gaps look narrower than a cell gap. The scale of three lines' first
+    characters, the middle one's, is the page's; a line whose size was measured from its
+    glyphs instead (PDFium said 1 or less: `pdf_lines`) is scaled already, and so is left."""
     styled = [line for line in lines if line.styled and line.start >= 0]
     if not styled:
         return lines
-    matrix, scales = pdfium_c.FS_MATRIX(), []
+    raw, matrix, scales = textpage.raw, pdfium_c.FS_MATRIX(), []
     for line in (styled[0], styled[len(styled) // 2], styled[-1]):
-        if pdfium_c.FPDFText_GetMatrix(textpage.raw, line.start, matrix):
+        size = pdfium_c.FPDFText_GetFontSize(raw, line.start)
+        if size <= 1.5 or abs(size - line.size) > 0.05 * size + 0.1:
+            scales.append(1.0)  # measured from the glyphs, or a line of mixed type
+        elif pdfium_c.FPDFText_GetMatrix(raw, line.start, matrix):
             scales.append(abs(matrix.a * matrix.d - matrix.b * matrix.c) ** 0.5)
     scale = sorted(scales)[len(scales) // 2] if scales else 1.0
     if abs(scale - 1) < 0.02 or scale <= 0:
@@ -164,7 +168,7 @@ def split_rows(lines: list[PdfLine], candidates: list[bool], split: Split) -> li
     `O'Bannon Drive (related party)`, `10-K 000-30653 10.2 April 1, 2013` (the SEC filing's
     exhibit index; BENCHMARKS.md, "Broken words, single dots and fonts"). The rest stands on
     the first part's baseline, a cell gap to its right; the lines between stand under the
-    first part, left of the rest, a line apart."""
+    first part, left of the rest, a line or more below it (not a subscript)."""
     heads: list[int] = []
     taken: set[int] = set()
     for n, line in enumerate(lines):
@@ -176,13 +180,16 @@ def split_rows(lines: list[PdfLine], candidates: list[bool], split: Split) -> li
         for k in range(n + 2, min(n + 2 + _SPLIT_LOOKAHEAD, len(lines))):
             rest = lines[k]
             # the rest may be one word (an `X` in the last column): a candidate but for that
-            if not _part(rest) or abs(rest.top - line.top) > 0.2 * line.size:
+            if (
+                not (candidates[k] or _part(rest) and " " not in rest.text)
+                or abs(rest.top - line.top) > 0.2 * line.size
+            ):
                 continue
             between = lines[n + 1 : k]
             if rest.left - line.right > GAP * line.size and all(
                 _part(below)
                 and line.left - 1 <= below.left and below.right < rest.left
-                and 0 < line.bottom - below.bottom < 1.6 * line.size * len(between)
+                and 0.8 * line.size < line.bottom - below.bottom < 1.6 * line.size * len(between)
                 for below in between
             ):  # fmt: skip
                 split[n] = ([k], list(range(n + 1, k)))

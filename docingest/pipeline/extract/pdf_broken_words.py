@@ -45,10 +45,11 @@ def runs_on(
     first character would have passed `right` (the cell's right edge: a rule, or where the
     next cell's text starts, less a margin). Lines set flush right (each reaches the right
     edge, as values do) must also start at `left`, the cell's left edge (a rule, or where
-    the text before it ends), where it is known."""
+    the text before it ends), where it is known. A word past the edge overflowed its cell
+    whole; a line of one character broke nothing (`1` over `2`)."""
     start, end = _trimmed(text, line)
     after, stop = _trimmed(text, following)
-    if end <= start or stop <= after or _spaced(text, start, end) or _spaced(text, after, stop):
+    if end - start < 2 or stop <= after or _spaced(text, start, end) or _spaced(text, after, stop):
         return False
     head = text[after]
     if not (head.islower() or head.isdigit()):
@@ -59,6 +60,8 @@ def runs_on(
         pdfium_c.FPDFText_GetLooseCharBox(raw, index, box)
         edges.append((box.left, box.right))
     (first, _), (_, last), (next_left, next_right), (_, next_last) = edges
+    if last > right + _SNAP:
+        return False  # a word past its cell's edge overflowed it (LaTeX's): nothing broke
     if last + (next_right - next_left) <= right - PAD:
         return False  # the continuation would have fitted: a break set on purpose
     if abs(last - next_last) < _SNAP and next_left - first > _SNAP:  # flush right

@@ -29,7 +29,6 @@ import pypdfium2.raw as pdfium_c
 
 from docingest.pipeline.extract.page_lines import join_cell
 from docingest.pipeline.extract.pdf_banded import banded_grids
-from docingest.pipeline.extract.pdf_broken_words import runs_on
 from docingest.pipeline.extract.pdf_lines import PdfLine
 from docingest.pipeline.extract.pdf_paths import MAX_OBJECTS, object_count, path_bounds
 
@@ -176,7 +175,6 @@ def _fill(
     if not inside:
         return lines
     cells: dict[tuple[int, int, int], list[str]] = {}  # (row, column, line) → characters
-    spans: dict[tuple[int, int, int], list[int]] = {}  # → first and last character + 1
     box, raw = pdfium_c.FS_RECTF(), textpage.raw
     for n in inside:
         start = lines[n].start
@@ -192,7 +190,6 @@ def _fill(
                 where = grid.cell((box.left + box.right) / 2, (box.top + box.bottom) / 2)
             if where is not None:
                 cells.setdefault((*where, n), []).append(char)
-                spans.setdefault((*where, n), [index, index])[1] = index + 1
     width = len(grid.columns) - 1
     rows: list[list[str]] = []
     wrapped = False  # a row of more than one line
@@ -222,12 +219,7 @@ def _fill(
         else:
             wrapped = wrapped or len(band) > 1
             stacked = zip(*texts.values(), strict=True)
-            rows.append(
-                [
-                    join_cell(column, run_on=_broken(grid, textpage, text, spans, row, c, [*texts]))
-                    for c, column in enumerate(stacked)
-                ]
-            )
+            rows.append([join_cell(column) for column in stacked])
     used = [column for column in range(len(grid.columns) - 1) if any(row[column] for row in rows)]
     rows = [[row[column] for column in used] for row in rows if any(row)]
     if len(used) < 2 or sum(sum(map(bool, row)) >= 2 for row in rows) < 2:
@@ -244,27 +236,6 @@ def _fill(
         table,
         *(line for n, line in enumerate(lines) if n > first and n not in taken),
     ]
-
-
-def _broken(
-    grid: _Grid,
-    textpage: pdfium.PdfTextPage,
-    text: str,
-    spans: dict[tuple[int, int, int], list[int]],
-    row: int,
-    column: int,
-    band: list[int],
-) -> set[int]:
-    """The positions in `band` (a row's lines) of the cell's lines that go on a word its
-    width broke (`pdf_broken_words`), between the grid's edges of the column."""
-    held = [(position, spans[row, column, n]) for position, n in enumerate(band)
-            if (row, column, n) in spans]  # fmt: skip
-    left, right = grid.columns[column], grid.columns[column + 1]
-    return {
-        position
-        for (_, (a, b)), (position, (c, d)) in zip(held, held[1:], strict=False)
-        if runs_on(textpage, text, (a, b), (c, d), right=right, left=left)
-    }
 
 
 def _first_cells_joined(texts: dict[int, list[str]], first: int) -> dict[int, list[str]]:
