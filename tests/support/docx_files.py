@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Sequence
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 OPC = "http://schemas.openxmlformats.org/package/2006"
@@ -60,7 +61,7 @@ def build_docx(
     return buffer.getvalue()
 
 
-def fixed_table_xml(rows: list[tuple[str, ...]], widths: tuple[int, ...]) -> str:
+def fixed_table_xml(rows: Sequence[Sequence[str]], widths: Sequence[int]) -> str:
     """A bordered table of fixed column `widths` (twips) as a document body: a cell's "|"
     parts a line each (`w:br`), so a value is set one per line; words wider than their
     column are broken where they no longer fit."""

@@ -11,7 +11,8 @@ Values set apart by a break sit where the cell's alignment puts them, with room 
 (BENCHMARKS.md, "Broken words, single dots and fonts"). Flush right, every value reaches
 the right edge: there the word must also start at the cell's left edge, where that is
 known. In a column exactly as wide as its widest value (fitted to it), a value set one per
-line looks like a broken word and is glued: the rule's cost.
+line looks like a broken word and is glued: the rule's cost. Used for tagged cells only:
+ruled grids (LaTeX's, the IRS forms') wrap at a space as tightly as a word breaks.
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ def runs_on(
     """Whether the cell line `line` is a word broken by width that `following` goes on:
     one word each (a word wrapped after a short one fits as tightly: "(documentation" over
     "in html"), a continuation starting in lower case or a digit, and the continuation's
-    first character would have passed `right` (the cell's right edge: a rule, or where the
-    next cell's text starts, less a margin). Lines set flush right (each reaches the right
-    edge, as values do) must also start at `left`, the cell's left edge (a rule, or where
-    the text before it ends), where it is known. A word past the edge overflowed its cell
+    first character would have passed `right` (the cell's right edge: where the next
+    cell's text starts, less a margin). Lines set flush right (each reaches the right
+    edge, as values do) must also start at `left` (where the text before the cell ends),
+    where it is known. A word past the edge overflowed its cell
     whole; a line of one character broke nothing (`1` over `2`)."""
     start, end = _trimmed(text, line)
     after, stop = _trimmed(text, following)
