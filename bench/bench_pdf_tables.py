@@ -42,6 +42,9 @@ TAGGED_PDF = 'pdf:writer_pdf_Export:{"UseTaggedPDF":{"type":"boolean","value":"t
 """LibreOffice's export with tags, as "Tagged PDF" in its PDF options (off by default)."""
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 BREAKS = (W + "t", W + "br", W + "cr", W + "tab")
+FAMILIES = ("Times New Roman", "Arial", "Courier New")
+"""The faces the DOCX sources ask for: without them (or Debian's metric-compatible
+fonts-liberation2) LibreOffice sets DejaVu, wider, and narrow cells break words."""
 
 WORKER = """
 import json, sys, time
@@ -158,13 +161,26 @@ def to_pdf(source: Path, work: Path) -> Path | None:
                    "--no-pdf-header-footer", f"--print-to-pdf={target}",
                    source.as_uri()]  # fmt: skip
     else:
-        command = ["soffice", "--headless", "--convert-to", TAGGED_PDF, "--outdir", str(work),
-                   str(source)]  # fmt: skip
+        # a profile of its own: a LibreOffice already running under the default profile would
+        # take the conversion and lay it out with its own fonts (FONTCONFIG_FILE ignored)
+        profile = f"-env:UserInstallation={(work / 'lo-profile').as_uri()}"
+        command = ["soffice", profile, "--headless", "--convert-to", TAGGED_PDF, "--outdir",
+                   str(work), str(source)]  # fmt: skip
     try:
         subprocess.run(command, capture_output=True, timeout=300, check=False)
     except subprocess.TimeoutExpired:
         return None
     return target if target.exists() else None
+
+
+def fonts_used() -> str:
+    """The fonts the sources' faces resolve to here (fontconfig): they set where cells wrap."""
+    resolved = []
+    for family in FAMILIES:
+        done = subprocess.run(["fc-match", "-f", "%{family[0]}", family], capture_output=True,
+                              text=True, check=False)  # fmt: skip
+        resolved.append(f"{family} → {done.stdout.strip() or '?'}")
+    return "; ".join(resolved)
 
 
 def strip_tags(pdf: Path) -> Path:
@@ -186,6 +202,7 @@ def main() -> None:
     args = parser.parse_args()
     corpus = find_corpus()
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"Fonts (FONTCONFIG_FILE={os.environ.get('FONTCONFIG_FILE', '')}): {fonts_used()}")
     print(
         "\n| source | rows | source today | source this | PDF today | PDF this | PDF CPU × "
         "| PDF pdfplumber | pdfplumber CPU × this | untagged today | untagged this |"

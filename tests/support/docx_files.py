@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Sequence
 
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 OPC = "http://schemas.openxmlformats.org/package/2006"
@@ -58,3 +59,27 @@ def build_docx(
                 for _ in range(zeros[1]):
                     member.write(bytes(1 << 20))
     return buffer.getvalue()
+
+
+def fixed_table_xml(rows: Sequence[Sequence[str]], widths: Sequence[int]) -> str:
+    """A bordered table of fixed column `widths` (twips) as a document body: a cell's "|"
+    parts a line each (`w:br`), so a value is set one per line; words wider than their
+    column are broken where they no longer fit."""
+
+    def cell(width: int, text: str) -> str:
+        runs = "<w:br/>".join(f"<w:t>{part}</w:t>" for part in text.split("|"))
+        properties = f'<w:tcPr><w:tcW w:w="{width}" w:type="dxa"/></w:tcPr>'
+        return f"<w:tc>{properties}<w:p><w:r>{runs}</w:r></w:p></w:tc>"
+
+    sides = ("top", "left", "bottom", "right", "insideH", "insideV")
+    borders = "".join(f'<w:{side} w:val="single" w:sz="4"/>' for side in sides)
+    body = "".join(
+        "<w:tr>" + "".join(cell(w, c) for w, c in zip(widths, row, strict=True)) + "</w:tr>"
+        for row in rows
+    )
+    grid = "".join(f'<w:gridCol w:w="{width}"/>' for width in widths)
+    return document_xml(
+        f'<w:tbl><w:tblPr><w:tblW w:w="{sum(widths)}" w:type="dxa"/>'
+        f'<w:tblLayout w:type="fixed"/><w:tblBorders>{borders}</w:tblBorders></w:tblPr>'
+        f"<w:tblGrid>{grid}</w:tblGrid>{body}</w:tbl><w:p/>"
+    )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 
 from docingest.pipeline.document import Block, BlockKind
 
@@ -63,14 +63,16 @@ def clean(text: str) -> str:
     return text.strip()
 
 
-def join_cell(parts: Iterable[str]) -> str:
+def join_cell(parts: Iterable[str], *, run_on: Container[int] = ()) -> str:
     """A table cell's wrapped lines (or runs of text) as one line, spaced; a line ending in a
     slash runs on without one (a path or an address wrapped where it may break:
-    "/etc/" + "passwd")."""
+    "/etc/" + "passwd"), as do the parts at `run_on` (their positions: a word the cell's
+    width broke, `pdf_broken_words`)."""
     joined, glue = "", False
-    for part in parts:
+    for position, part in enumerate(parts):
         tidy = clean(part)
         if tidy:
+            glue = glue or position in run_on
             joined = joined + tidy if glue or not joined else f"{joined} {tidy}"
             # "a /" is an operator standing apart and "/etc/ " a line ending with a space
             glue = len(part) > 1 and part[-1] == "/" and not part[-2].isspace()

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from docingest.pipeline.extract.page_lines import clean, join_cell
+from docingest.pipeline.extract.page_lines import join_cell
+from docingest.pipeline.extract.pdf_broken_words import PAD, Span, runs_on
 from docingest.pipeline.extract.pdf_calls import marked_content_id, text_object
 
 MAX_ELEMENTS = 20_000
@@ -97,16 +98,25 @@ def page_tables(
                     runs.setdefault(current, []).append((run_start, index))
                     owners[run_start:index] = [current[0]] * (index - run_start)
                 current, run_start = owner, index
-        pieces = {cell: _cell_text(text, spans) for cell, spans in runs.items()}
         firsts = {cell: spans[0][0] for cell, spans in runs.items()}
         tables = []
         for t, rows in enumerate(raw_tables):
             rendered: list[tuple[str, ...]] = []
             header_rows = 0
-            caption = clean(pieces.get((t, 0, 0), ""))
+            caption = _cell_text(textpage, text, runs.get((t, 0, 0), []))
             for r, cells in enumerate(rows[1:], 1):
-                order = _left_to_right(textpage, [firsts.get((t, r, c)) for c in range(len(cells))])
-                row = tuple(clean(pieces.get((t, r, c), "")) for c in order)
+                lefts = _lefts(textpage, [firsts.get((t, r, c)) for c in range(len(cells))])
+                order = _left_to_right(lefts)
+                # a cell's edges: where the next cell's text starts, less its margin, and
+                # where the text before it ends
+                edges = [lefts[c] for c in order[1:]] + [None]
+                row = tuple(
+                    _cell_text(
+                        textpage, text, runs.get((t, r, c), []), right=edge,
+                        before=runs.get((t, r, order[k - 1])) if k else None,
+                    )
+                    for k, (c, edge) in enumerate(zip(order, edges, strict=True))
+                )  # fmt: skip
                 if not any(row):
                     continue
                 if all(cell.header for cell in cells) and header_rows == len(rendered):
@@ -118,26 +128,70 @@ def page_tables(
         pdfium_c.FPDF_StructTree_Close(tree)
 
 
-def _cell_text(text: str, spans: list[tuple[int, int]]) -> str:
+def _cell_text(
+    textpage: pdfium.PdfTextPage,
+    text: str,
+    spans: list[Span],
+    *,
+    right: float | None = None,
+    before: list[Span] | None = None,
+) -> str:
     """A cell's runs of characters as one line: runs on one line joined by a space, its
-    printed lines by `join_cell` (which knows where a wrapped line needs none)."""
-    joined = text[spans[0][0] : spans[0][1]]
-    for (_, end), (start, stop) in zip(spans, spans[1:], strict=False):
-        joined += ("\r\n" if "\n" in text[end:start] else " ") + text[start:stop]
-    return join_cell(joined.split("\r\n"))
+    printed lines by `join_cell` (which knows where a wrapped line needs none); a word broken
+    by the cell's width runs on (`pdf_broken_words`) where the cell's `right` edge is known."""
+    lines: list[list[Span]] = [[]]
+    end = -1
+    for start, stop in spans:
+        if end >= 0 and "\n" in text[end:start]:
+            lines.append([])
+        cut = start
+        while (found := text.find("\r\n", cut, stop)) >= 0:
+            lines[-1].append((cut, found))
+            lines.append([])
+            cut = found + 2
+        lines[-1].append((cut, stop))
+        end = stop
+    parts = [" ".join(text[a:b] for a, b in line) for line in lines]
+    kept = [n for n, part in enumerate(parts) if part.strip()]
+    run_on = set()
+    if right is not None and len(kept) > 1:
+        left = _right_of(textpage, before)  # where the text before the cell ends
+        for above, below in zip(kept, kept[1:], strict=False):
+            if len(lines[above]) == 1 and runs_on(
+                textpage, text, lines[above][0], lines[below][0], right=right - PAD, left=left
+            ):
+                run_on.add(below)
+    return join_cell(parts, run_on=run_on)
 
 
-def _left_to_right(textpage: pdfium.PdfTextPage, firsts: list[int | None]) -> list[int]:
+def _right_of(textpage: pdfium.PdfTextPage, spans: list[Span] | None) -> float | None:
+    """Where a cell's text ends: its last character's right (None: an empty cell)."""
+    if not spans:
+        return None
+    box = pdfium_c.FS_RECTF()
+    pdfium_c.FPDFText_GetLooseCharBox(textpage.raw, spans[-1][1] - 1, box)
+    return box.right
+
+
+def _lefts(textpage: pdfium.PdfTextPage, firsts: list[int | None]) -> list[float | None]:
+    """Where each cell's first character stands (None: an empty cell)."""
+    box = pdfium_c.FS_RECTF()
+    lefts: list[float | None] = []
+    for first in firsts:
+        if first is None:
+            lefts.append(None)
+        else:
+            pdfium_c.FPDFText_GetLooseCharBox(textpage.raw, first, box)
+            lefts.append(box.left)
+    return lefts
+
+
+def _left_to_right(lefts: list[float | None]) -> list[int]:
     """The cells' order by where their first characters stand, left to right; the tags'
     order where a cell is empty (Excel tags a row's cells in the order it wrote them)."""
-    if any(first is None for first in firsts):
-        return list(range(len(firsts)))
-    box = pdfium_c.FS_RECTF()
-    lefts = []
-    for first in firsts:
-        pdfium_c.FPDFText_GetLooseCharBox(textpage, first, box)
-        lefts.append(box.left)
-    return sorted(range(len(firsts)), key=lefts.__getitem__)
+    if any(left is None for left in lefts):
+        return list(range(len(lefts)))
+    return sorted(range(len(lefts)), key=lambda n: lefts[n] or 0.0)
 
 
 def _type(element: pdfium_c.FPDF_STRUCTELEMENT) -> str:
