@@ -98,7 +98,12 @@ def request(
 
 def concrete(path: str, *, index: str, job_id: str) -> str:
     return path.format(
-        index=index, job_id=job_id, document_id="notes.txt", name="hook", id="key_unknown"
+        index=index,
+        job_id=job_id,
+        document_id="notes.txt",
+        name="hook",
+        id="key_unknown",
+        run_id="run_unknown",
     )
 
 
@@ -212,6 +217,7 @@ def test_key_b_works_everywhere(served: Served) -> None:
         ("get", "/v1/indexes/{index}/sources/{name}"): 200,
         ("post", "/v1/indexes/{index}/sources/{name}/sync"): 202,
         ("get", "/v1/indexes/{index}/sources/{name}/runs"): 200,
+        ("delete", "/v1/indexes/{index}/sources/{name}/runs/{run_id}"): 404,  # no such run
         ("delete", "/v1/indexes/{index}/sources/{name}"): 204,
         ("post", "/v1/keys"): 201,
         ("get", "/v1/keys"): 200,
