@@ -32,12 +32,13 @@ _CALLS_OUT = ("?", "!", ":", "？", "！", "：")
 _BLANK_PAGE = re.compile(r"intentionally\s+(?:left\s+)?blank", re.IGNORECASE)
 _SUFFIX = r"(?:[-.+]?[a-z]+\d*)*"  # "rc1", ".post1"
 RELEASE = re.compile(
-    rf"v\d{{1,4}}(?:\.\d{{1,4}}){{1,3}}{_SUFFIX}|\d{{1,4}}(?:\.\d{{1,4}}){{2,3}}{_SUFFIX}"
-    rf"|\d{{1,4}}(?:\.\d{{1,4}}){{1,3}}{_SUFFIX}\s+(?:\([^()]{{1,40}}\)|[-–—]\s[\d./-]{{6,10}})",
+    rf"v\d{{1,4}}(?:\.\d{{1,3}}){{1,3}}{_SUFFIX}|\d{{1,4}}(?:\.\d{{1,3}}){{2,3}}{_SUFFIX}"
+    rf"|\d{{1,4}}(?:\.\d{{1,3}}){{1,3}}{_SUFFIX}\s+(?:\([^()]{{1,40}}\)|[-–—]\s[\d./-]{{6,10}})",
     re.IGNORECASE,
 )
 """A release's number, to be matched whole: "v2.1", "0.13.8", "1.0.0 (2020-01-01)",
-"1.0 - 2020-01-01"; not a bare "3.1" (a figure's, a section's number) nor a page number."""
+"1.0 - 2020-01-01"; not a bare "3.1" (a figure's, a section's number), a page number nor a
+date ("12.04.2006")."""
 
 
 def reads_like_title(

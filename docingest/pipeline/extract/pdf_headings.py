@@ -1,22 +1,21 @@
 """Headings of a PDF without an outline, from typography: which lines are headings, at what level.
 
-A line is a heading when it reads like a title (`pdf_heading_text`: short, a letter in it or
-a release's number "0.13.8", no sentence or
-clause end, "!" or ":" only in larger type, not a caption "Figure 3:", not a contents line
-with leaders or a page number, nor any line of a page after its `CONTENTS_LINES`th such
-line's first) and stands apart from the body text (the page's own where a page of text is
-set in a second, larger body size: press clippings): larger type, or bold where the body is
-not (and not opening in lower case, as a bold cross-reference does, unless space sets it
-apart above and below: a column's "span_name"), or a section number
-("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or larger, or (numbered or a
-half point larger) in another family than the page's text with space below it ("2.1.
-Methods", "References" in the sans of a serif paper), or drawn rules boxing it in
-(`PdfLine.ruled`, the R manual's topics: body type, so only the rules tell). A style that
-sets a large share of the document's text is body, not heading (a PDF whose every line is
-bold has no bold headings). A heading that repeats the one before it, or says it is
-continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not a new heading. It
-stands alone: the next line does not carry on its sentence in lower case, unless set apart
-from it by space.
+A line is a heading when it reads like a title (`pdf_heading_text`: short, a letter in it or a
+release's number "0.13.8", no sentence or clause end, "!" or ":" only in larger type, not a
+caption "Figure 3:", not a contents line with leaders or a page number, nor any line of a page
+after its `CONTENTS_LINES`th such line's first) and stands apart from the body text (the page's
+own where a page of text is set in a second, larger body size: press clippings): larger type,
+or bold where the body is not (and not opening in lower case, as a bold cross-reference does,
+unless a name of three words or fewer, in another family than the text under it, set apart by
+space above and below: a column's "span_name" in code type), or a section number ("3.1", "IV.",
+"A.2", "Chapter 4") set in capitals, italics or larger, or (numbered or a half point larger) in
+another family than the page's text with space below it ("2.1. Methods", "References" in the
+sans of a serif paper), or drawn rules boxing it in (`PdfLine.ruled`, the R manual's topics:
+body type, so only the rules tell). A style that sets a large share of the document's text is
+body, not heading (a PDF whose every line is bold has no bold headings). A heading that repeats
+the one before it, or says it is continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's
+banner, not a new heading. It stands alone: the next line does not carry on its sentence in
+lower case, unless set apart from it by space.
 
 Lines of one style with no space between are one block: a heading wrapped over lines
 ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" / "CASES", a comma or number at a line's end
@@ -249,12 +248,18 @@ class HeadingFinder:
         if not (larger or bolder or marked):
             return False
         opens = text[0].isupper() or (text[0].isdigit() and any(ch.isalpha() for ch in text))
+        later = next((x for x in lines[i + 1 :] if x.text), None)
+        code = (  # in another family than the text under it (a page of code samples is mono)
+            text[0].islower()
+            and len(text.split()) <= 3
+            and later is not None
+            and later.family != line.family
+        )
         if not (larger or marked or opens) and not (
-            (text[0].islower() or RELEASE.fullmatch(text))
-            and _apart(lines, i)
-            and _spaced_above(lines, i)
-        ):  # bold words inside a paragraph ("set dashtype (p. 142)"); in lower case ("span_name",
-            # a column's name) or a release's "0.13.8" only set apart by space above and below
+            (code or RELEASE.fullmatch(text)) and _apart(lines, i) and _spaced_above(lines, i)
+        ):  # bold words inside a paragraph ("set dashtype (p. 142)"), a table's header row
+            # ("content meaning"); a name in code type ("span_name", a column's) or a release's
+            # "0.13.8", set apart by space above and below, is a heading
             return False
         if not (larger or marked) and _boxed_label(lines, i):
             return False  # a class's name in a diagram ("NetworkLinearFlow" under "«type»")

@@ -295,13 +295,16 @@ def test_a_release_number_in_heading_type_is_a_heading() -> None:
 
 
 def test_a_bold_line_opening_in_lower_case_is_a_heading_only_set_apart() -> None:
-    # A column's name as a heading ("span_name"), space above and below it; bold words in
-    # lower case inside a paragraph, or with the paragraph going on right under them, are
-    # a cross-reference.
+    # A column's name as a heading ("span_name"), in code type, space above and below it;
+    # bold words in lower case inside a paragraph, or with the paragraph going on right
+    # under them, are a cross-reference; in the body's family, or in more than three words,
+    # a table's header row ("content meaning") or a bold phrase.
     lines: list[Typeset] = [
-        *BODY[:4], GAP, ("span_name", 11.0, "bold"), GAP, *BODY[4:8],
-        ("set dashtype (p. 142)", 11.0, "bold"), *BODY[8:10], GAP,
-        ("see also colors", 11.0, "bold"), *BODY[10:],
+        *BODY[:4], GAP, ("span_name", 11.0, "code"), GAP, *BODY[4:6],
+        ("set dashtype (p. 142)", 11.0, "code"), *BODY[6:8], GAP,
+        ("see also colors", 11.0, "code"), *BODY[8:10], GAP,
+        ("content meaning", 11.0, "bold"), GAP, *BODY[10:12], GAP,
+        ("save fit replaces deprecated command update", 11.0, "code"), GAP, *BODY[12:],
     ]  # fmt: skip
     assert headings(lines) == ["span_name"]
 
