@@ -30,7 +30,9 @@ _ENDS_CLAUSE = (".", ",", ";", ":", "!", "?", "。", "、", "，", "；", "：",
 _CALLS_OUT = ("?", "!", ":", "？", "！", "：")
 """A title in larger type may end so ("What is Debian?", "Let's swim!", "Press centre:")."""
 _BLANK_PAGE = re.compile(r"intentionally\s+(?:left\s+)?blank", re.IGNORECASE)
-_SUFFIX = r"(?:[-.+]?[a-z]+\d*)*"  # "rc1", ".post1"
+_SUFFIX = r"(?:[a-z]{1,5}\d{0,3})?(?:[-.+][a-z]{0,5}\d{0,3}){0,2}"
+"""A pre- or post-release's tag ("rc1", ".post1"): one way to match, so no backtracking runs
+away on a line of letters after a number."""
 RELEASE = re.compile(
     rf"v\d{{1,4}}(?:\.\d{{1,3}}){{1,3}}{_SUFFIX}|\d{{1,4}}(?:\.\d{{1,3}}){{2,3}}{_SUFFIX}"
     rf"|\d{{1,4}}(?:\.\d{{1,3}}){{1,3}}{_SUFFIX}\s+(?:\([^()]{{1,40}}\)|[-–—]\s[\d./-]{{6,10}})",
