@@ -91,6 +91,18 @@ def test_a_page_of_1500_bold_title_lines_in_one_block_makes_no_heading() -> None
     assert "Title No 1499" in "\n".join(block.text for block in document.blocks)
 
 
+def test_a_heading_of_a_number_and_a_long_run_of_letters_is_read_once() -> None:
+    # A release's number may end in a tag ("rc1"): read from one side only, a run of
+    # letters after "2.0.1" that ends in no tag ("!") is no 2^120 ways to split (the
+    # suite's timeout would stop it).
+    title = "2.0.1" + "x" * 120 + "!"
+    lines = [(title, 16.0, "bold"), ("", 11.0, "regular")]
+    lines += [(f"Body line {n} of a paragraph, set in the usual type", 11.0, "regular")
+              for n in range(12)]  # fmt: skip
+    document = extract_pdf(typeset_pdf(lines), max_pages=5)
+    assert [b.text for b in document.blocks if b.kind is BlockKind.HEADING] == [title]
+
+
 def test_an_untagged_5000_row_table_and_a_grid_of_rules_stay_bounded(tmp_path: Path) -> None:
     # 5,000 rows aligned in columns on one tall page, then 100 × 100 cells of thin rules
     # holding no text: the rows come out whole up to the page's cap on styled lines (past

@@ -35,14 +35,19 @@ Typeset = tuple[str, float, str] | tuple[str, float, str, float]
 """A line for `typeset_pdf`: text, size, font ("regular", "bold" or "serif"), and the x of
 its first word when it is set apart from the rest by a tab stop; "caps" is a small-capitals
 font (named so, as LaTeX's are); "ideographic" is Helvetica whose "~" reads as the
-ideographic full stop "。" (its ToUnicode map: no CJK font is needed to end a sentence so)."""
-_FONTS = {"regular": b"/F1", "bold": b"/F2", "serif": b"/F3", "caps": b"/F4", "ideographic": b"/F5"}
+ideographic full stop "。" (its ToUnicode map: no CJK font is needed to end a sentence so);
+"code" is Courier-Bold (a code name set as a heading)."""
+_FONTS = {
+    "regular": b"/F1", "bold": b"/F2", "serif": b"/F3", "caps": b"/F4", "ideographic": b"/F5",
+    "code": b"/F6",
+}  # fmt: skip
 _TYPESET_FONTS = [
     _HELVETICA,
     _BOLD,
     b"<< /Type /Font /Subtype /Type1 /BaseFont /Times-Roman >>",
     b"<< /Type /Font /Subtype /Type1 /BaseFont /LMRomanCaps10-Regular >>",
     b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode %d 0 R >>",
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Courier-Bold >>",
 ]
 _FULL_STOP_CMAP = (
     b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Stop def "

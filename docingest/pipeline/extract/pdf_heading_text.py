@@ -30,6 +30,17 @@ _ENDS_CLAUSE = (".", ",", ";", ":", "!", "?", "。", "、", "，", "；", "：",
 _CALLS_OUT = ("?", "!", ":", "？", "！", "：")
 """A title in larger type may end so ("What is Debian?", "Let's swim!", "Press centre:")."""
 _BLANK_PAGE = re.compile(r"intentionally\s+(?:left\s+)?blank", re.IGNORECASE)
+_SUFFIX = r"(?:[a-z]{1,5}\d{0,3})?(?:[-.+][a-z]{0,5}\d{0,3}){0,2}"
+"""A pre- or post-release's tag ("rc1", ".post1"): one way to match, so no backtracking runs
+away on a line of letters after a number."""
+RELEASE = re.compile(
+    rf"v\d{{1,4}}(?:\.\d{{1,3}}){{1,3}}{_SUFFIX}|\d{{1,4}}(?:\.\d{{1,3}}){{2,3}}{_SUFFIX}"
+    rf"|\d{{1,4}}(?:\.\d{{1,3}}){{1,3}}{_SUFFIX}\s+(?:\([^()]{{1,40}}\)|[-–—]\s[\d./-]{{6,10}})",
+    re.IGNORECASE,
+)
+"""A release's number, to be matched whole: "v2.1", "0.13.8", "1.0.0 (2020-01-01)",
+"1.0 - 2020-01-01"; not a bare "3.1" (a figure's, a section's number), a page number nor a
+date ("12.04.2006")."""
 
 
 def reads_like_title(
@@ -41,17 +52,19 @@ def reads_like_title(
     standout: bool = False,
 ) -> bool:
     """Whether `text` could be a title; ending in "?" only if `question` ("Are All Values
-    True?" in a ruled box), also in "!" or ":" if `larger` ("Let's swim!"); an admonition's
+    True?" in a ruled box), also in "!" or ":" if `larger` ("Let's swim!"; not a clause
+    "In this case, we set it to 262144:", a sentence leading into a sample); an admonition's
     word only if `larger` ("Notes" over a list of notes); ending in a comma or a number only
     if the title `wraps` onto the next line ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" /
-    "CASES"), a number also in `standout` type ("Heading Level 1") or in a bare "Chapter 4"."""
+    "CASES"), a number also in `standout` type ("Heading Level 1") or in a bare "Chapter 4";
+    without a letter only a release's number ("0.13.8") in `standout` type."""
     if not 2 <= len(text) <= MAX_HEADING_CHARS or len(text.split()) > MAX_HEADING_WORDS:
         return False
-    if not any(ch.isalpha() for ch in text):
+    if not any(ch.isalpha() for ch in text) and not (standout and RELEASE.fullmatch(text)):
         return False
     if text.endswith(_ENDS_CLAUSE) and not (
         (question and text.endswith(("?", "？")))
-        or (larger and text.endswith(_CALLS_OUT))
+        or (larger and text.endswith(_CALLS_OUT) and not (text.endswith(":") and ", " in text))
         or (wraps and text.endswith(","))
     ):
         return False
@@ -64,10 +77,11 @@ def reads_like_title(
 
 
 def numbering(text: str) -> int | None:
-    """Return the depth a heading's section number gives, None without one."""
+    """Return the depth a heading's section number gives, None without one (a release's
+    number, "0.13.8", is none)."""
     if match := CHAPTER.match(text):
         return 2 if match.group(1).casefold() == "section" else 1
-    if match := _DOTTED.match(text):
+    if (match := _DOTTED.match(text)) and not RELEASE.fullmatch(text):
         return min(match.group(1).count(".") + 1, 6)
     if match := ROMAN.match(text):
         return 1

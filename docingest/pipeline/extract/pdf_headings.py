@@ -1,20 +1,21 @@
 """Headings of a PDF without an outline, from typography: which lines are headings, at what level.
 
-A line is a heading when it reads like a title (`pdf_heading_text`: short, no sentence or
-clause end, "!" or ":" only in larger type, not a caption "Figure 3:", not a contents line
-with leaders or a page number, nor any line of a page after its `CONTENTS_LINES`th such
-line's first) and stands apart from the body text (the page's own where a page of text is
-set in a second, larger body size: press clippings): larger type, or bold where the body is
-not (and not opening in lower case, as a bold cross-reference does), or a section number
-("3.1", "IV.", "A.2", "Chapter 4") set in capitals, italics or larger, or (numbered or a
-half point larger) in another family than the page's text with space below it ("2.1.
-Methods", "References" in the sans of a serif paper), or drawn rules boxing it in
-(`PdfLine.ruled`, the R manual's topics: body type, so only the rules tell). A style that
-sets a large share of the document's text is body, not heading (a PDF whose every line is
-bold has no bold headings). A heading that repeats the one before it, or says it is
-continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's banner, not a new heading. It
-stands alone: the next line does not carry on its sentence in lower case, unless set apart
-from it by space.
+A line is a heading when it reads like a title (`pdf_heading_text`: short, a letter in it or a
+release's number "0.13.8", no sentence or clause end, "!" or ":" only in larger type, not a
+caption "Figure 3:", not a contents line with leaders or a page number, nor any line of a page
+after its `CONTENTS_LINES`th such line's first) and stands apart from the body text (the page's
+own where a page of text is set in a second, larger body size: press clippings): larger type,
+or bold where the body is not (and not opening in lower case, as a bold cross-reference does,
+unless a name of three words or fewer, in another family than the text under it, set apart by
+space above and below: a column's "span_name" in code type), or a section number ("3.1", "IV.",
+"A.2", "Chapter 4") set in capitals, italics or larger, or (numbered or a half point larger) in
+another family than the page's text with space below it ("2.1. Methods", "References" in the
+sans of a serif paper), or drawn rules boxing it in (`PdfLine.ruled`, the R manual's topics:
+body type, so only the rules tell). A style that sets a large share of the document's text is
+body, not heading (a PDF whose every line is bold has no bold headings). A heading that repeats
+the one before it, or says it is continued ("Exhibit 2-14 (Cont. 2)"), is a continued section's
+banner, not a new heading. It stands alone: the next line does not carry on its sentence in
+lower case, unless set apart from it by space.
 
 Lines of one style with no space between are one block: a heading wrapped over lines
 ("CHAPTER 3 - ADMINISTRATION OF CHAPTER 13" / "CASES", a comma or number at a line's end
@@ -52,6 +53,7 @@ from docingest.pipeline.extract.pdf_heading_text import (
     CHAPTER,
     LEADERS,
     LETTERED,
+    RELEASE,
     ROMAN,
     numbering,
     reads_like_title,
@@ -168,7 +170,9 @@ class HeadingFinder:
             position = end
         result: dict[int, tuple[str, int, int]] = {}
         for start, (title, _, span) in found.items():  # the page's heading styles all known
-            unnumbered = _NUMBER_PREFIX.sub("", title, count=1).casefold()
+            unnumbered = (  # a release's number is its title ("0.52.0 (January 18, 2026)")
+                title if RELEASE.fullmatch(title) else _NUMBER_PREFIX.sub("", title, count=1)
+            ).casefold()
             if unnumbered == self._last_title or _continued(lines, start, span):
                 continue  # the banner of a section (an exhibit) continued from the page before
             self._last_title = unnumbered
@@ -243,8 +247,20 @@ class HeadingFinder:
             marked = True  # the title under a bare "Chapter 4"
         if not (larger or bolder or marked):
             return False
-        if not (larger or marked) and not text[0].isupper() and not text[0].isdigit():
-            return False  # bold words inside a paragraph ("set dashtype (p. 142)")
+        opens = text[0].isupper() or (text[0].isdigit() and any(ch.isalpha() for ch in text))
+        later = next((x for x in lines[i + 1 :] if x.text), None)
+        code = (  # in another family than the text under it (a page of code samples is mono)
+            text[0].islower()
+            and len(text.split()) <= 3
+            and later is not None
+            and later.family != line.family
+        )
+        if not (larger or marked or opens) and not (
+            (code or RELEASE.fullmatch(text)) and _apart(lines, i) and _spaced_above(lines, i)
+        ):  # bold words inside a paragraph ("set dashtype (p. 142)"), a table's header row
+            # ("content meaning"); a name in code type ("span_name", a column's) or a release's
+            # "0.13.8", set apart by space above and below, is a heading
+            return False
         if not (larger or marked) and _boxed_label(lines, i):
             return False  # a class's name in a diagram ("NetworkLinearFlow" under "«type»")
         if not marked and self._is_body(line, total):
@@ -345,6 +361,12 @@ def _apart(lines: list[PdfLine], i: int) -> bool:
     return later is None or not later.styled or later.top < line.bottom - _APART * line.size
 
 
+def _spaced_above(lines: list[PdfLine], i: int) -> bool:
+    """Whether line `i` stands apart by space from the text above it (or opens the page)."""
+    line, before = lines[i], next((x for x in reversed(lines[:i]) if x.text), None)
+    return before is None or line.top < before.bottom - _APART * line.size
+
+
 def _wrapped_end(lines: list[PdfLine], end: int) -> int:
     """Where a run of heading lines ending at `end` really ends: past the lines it wraps
     onto (the same style, no space between: "Program Management" / "and Review") while they
@@ -378,8 +400,8 @@ def _joined(line: PdfLine, later: PdfLine) -> bool:
 
 def _split_run(lines: list[PdfLine], start: int, end: int) -> list[tuple[int, int]]:
     """Cut a run of heading lines into headings: a new one at a change of style, or at a
-    number unless the line wraps on from the one above (no space between); a bare
-    "Chapter 4" keeps the title under it."""
+    number (a section's, a release's) unless the line wraps on from the one above (no space
+    between); a bare "Chapter 4" keeps the title under it."""
     pieces: list[tuple[int, int]] = []
     first = start
     for position in range(start + 1, end):
@@ -389,9 +411,8 @@ def _split_run(lines: list[PdfLine], start: int, end: int) -> list[tuple[int, in
         bare_chapter = bool(CHAPTER.fullmatch(previous.text.strip() + " "))
         if bare_chapter:
             continue
-        if _style(line) != _style(previous) or (
-            numbering(line.text) is not None and not _joined(previous, line)
-        ):
+        numbered = numbering(line.text) is not None or RELEASE.fullmatch(line.text)
+        if _style(line) != _style(previous) or (numbered and not _joined(previous, line)):
             pieces.append((first, position))
             first = position
     pieces.append((first, end))

@@ -1,7 +1,8 @@
 """Headings from typography on one-page PDFs typeset at test time (`typeset_pdf`): stacked
 titles, wrapped titles, emphasised paragraphs, section numbers in another family or after a
 tab stop, contents pages, captions and margin stamps, titles ending in "!" or ":", a second
-body size, names centred in a diagram's boxes."""
+body size, names centred in a diagram's boxes, releases' numbers, bold lines in lower case,
+clauses ending in a colon."""
 
 from __future__ import annotations
 
@@ -269,3 +270,50 @@ def test_an_unnumbered_heading_a_half_point_larger_in_another_family_is_a_headin
         ("Review of the Data", 11.0, "regular"), GAP, *serif[10:],
     ]  # fmt: skip
     assert headings(lines) == ["Acknowledgments"]
+
+
+def test_a_release_number_in_heading_type_is_a_heading() -> None:
+    # A changelog's releases: bare numbers in larger type, a dated one in the body's size
+    # but bold and set apart by space; one under another heading of its style is cut from
+    # it, and two releases of one day are no banner repeated.
+    lines: list[Typeset] = [
+        ("Release Notes", 16.0, "bold"), GAP, ("1.3.1 (June 12, 2026)", 16.0, "bold"), GAP,
+        *BODY[:2], GAP, ("0.13.8", 16.0, "bold"), GAP, ("Fixed", 11.0, "bold"), GAP,
+        *BODY[2:4], GAP, ("0.13.7", 16.0, "bold"), GAP, ("Fixed", 11.0, "bold"), GAP,
+        *BODY[4:6], GAP, ("1.0.0 (2020-01-01)", 11.0, "bold"), GAP, *BODY[6:8], GAP,
+        ("0.52.1 (January 18, 2026)", 16.0, "bold"), GAP, *BODY[8:9], GAP,
+        ("0.52.0 (January 18, 2026)", 16.0, "bold"), GAP, *BODY[9:10], GAP,
+        # Not a page number, a figure's number, nor a number in the body's type or bold
+        # inside a paragraph.
+        ("12", 16.0, "bold"), GAP, ("3.1", 16.0, "bold"), GAP, *BODY[10:11], GAP,
+        ("2.0.1", 11.0, "regular"), GAP, *BODY[11:12], ("0.9.1", 11.0, "bold"), *BODY[12:],
+    ]  # fmt: skip
+    assert headings(lines) == [
+        "Release Notes", "1.3.1 (June 12, 2026)", "0.13.8", "Fixed", "0.13.7", "Fixed",
+        "1.0.0 (2020-01-01)", "0.52.1 (January 18, 2026)", "0.52.0 (January 18, 2026)",
+    ]  # fmt: skip
+
+
+def test_a_bold_line_opening_in_lower_case_is_a_heading_only_set_apart() -> None:
+    # A column's name as a heading ("span_name"), in code type, space above and below it;
+    # bold words in lower case inside a paragraph, or with the paragraph going on right
+    # under them, are a cross-reference; in the body's family, or in more than three words,
+    # a table's header row ("content meaning") or a bold phrase.
+    lines: list[Typeset] = [
+        *BODY[:4], GAP, ("span_name", 11.0, "code"), GAP, *BODY[4:6],
+        ("set dashtype (p. 142)", 11.0, "code"), *BODY[6:8], GAP,
+        ("see also colors", 11.0, "code"), *BODY[8:10], GAP,
+        ("content meaning", 11.0, "bold"), GAP, *BODY[10:12], GAP,
+        ("save fit replaces deprecated command update", 11.0, "code"), GAP, *BODY[12:],
+    ]  # fmt: skip
+    assert headings(lines) == ["span_name"]
+
+
+def test_a_larger_clause_ending_in_a_colon_is_no_heading() -> None:
+    # A sentence leading into a sample, in heading type (a Markdown comment read as a
+    # heading): a clause break before its colon tells it from a title ("Press centre:").
+    lines: list[Typeset] = [
+        *BODY[:5], GAP, ("In this case, we set it to 262144:", 16.0, "bold"), GAP,
+        *BODY[5:10], GAP, ("Press centre:", 16.0, "bold"), GAP, *BODY[10:],
+    ]  # fmt: skip
+    assert headings(lines) == ["Press centre:"]
