@@ -149,8 +149,7 @@ class SourceStore:
             )
         if int(answer[0]) == 1:
             return True, Run(run_id=run_id, status="queued", trigger=trigger)  # type: ignore[arg-type]
-        flat = answer[1]
-        return False, run_from_hash(dict(zip(flat[::2], flat[1::2], strict=True)))
+        return False, _run_from_reply(answer[1])
 
     def cancel_run(self, index: str, name: str, run_id: str) -> Run:
         """Ask the run under way to stop (it shows `cancelling` until its process stops it;
@@ -159,8 +158,7 @@ class SourceStore:
         with map_redis_errors():
             answer = self._cancel(keys=[keys.current, keys.runs], args=[run_id])
         if answer[0] == "requested":
-            flat = answer[1]
-            return run_from_hash(dict(zip(flat[::2], flat[1::2], strict=True)))
+            return _run_from_reply(answer[1])
         if answer[0] == "ended":
             ended = Run.model_validate_json(answer[1])
             raise RunStateConflict(f"Run '{run_id}' has ended {ended.status}; nothing to cancel.")
@@ -379,6 +377,11 @@ def run_from_hash(raw: Mapping[str, str]) -> Run:
         counts=RunCounts(**{field: int(raw.get(field, 0)) for field in COUNT_FIELDS}),
         error=RunError(**error) if error else None,
     )
+
+
+def _run_from_reply(flat: Sequence[str]) -> Run:
+    """A run under way from a script's `HGETALL` of its `current` hash (field, value, …)."""
+    return run_from_hash(dict(zip(flat[::2], flat[1::2], strict=True)))
 
 
 _STORES: weakref.WeakKeyDictionary[Services, SourceStore] = weakref.WeakKeyDictionary()
